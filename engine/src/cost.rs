@@ -1,0 +1,106 @@
+//! Cost models: how long one iteration (one forward pass) takes, from the batch's shape.
+//!
+//! A [`CostModel`] is a plain serde value the caller passes in, so fitted and roofline
+//! models plug in without touching the event loop. It is a pure function of [`BatchShape`].
+
+mod linear;
+mod reference;
+mod table;
+
+pub use linear::LinearCost;
+pub use reference::ReferenceCost;
+pub use table::TableCost;
+
+use crate::error::ConfigError;
+use serde::{Deserialize, Serialize};
+
+/// The composition of one iteration.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchShape {
+    /// Requests in the running set (the reference study's b) [requests].
+    pub running: u32,
+    /// Prompt (or recompute) tokens prefilled in this iteration [tokens].
+    pub prefill_tokens: u64,
+    /// Sequences whose prefill chunk is in this iteration [requests].
+    pub prefill_seqs: u32,
+    /// Sequences decoding one token in this iteration [requests].
+    pub decode_seqs: u32,
+    /// Tokens already in KV over the batch's sequences (attention context) [tokens].
+    pub context_tokens: u64,
+}
+
+/// Iteration duration as a function of the batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CostModel {
+    /// The reference study's formula.
+    Reference(ReferenceCost),
+    /// `β0 + βp·prefill_tokens + βd·decode_seqs + βkv·context_tokens`.
+    Linear(LinearCost),
+    /// Interpolated measured decode step and prefill latencies.
+    Table(TableCost),
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel::Reference(ReferenceCost::default())
+    }
+}
+
+impl CostModel {
+    /// Checks the parameters.
+    ///
+    /// # Errors
+    /// [`ConfigError::Cost`] naming the bad coefficient or point.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            CostModel::Reference(c) => c.validate(),
+            CostModel::Linear(c) => c.validate(),
+            CostModel::Table(c) => c.validate(),
+        }
+    }
+
+    /// Duration of one iteration [s].
+    #[inline]
+    pub fn iteration(&self, b: &BatchShape) -> f64 {
+        match self {
+            CostModel::Reference(c) => c.iteration(b),
+            CostModel::Linear(c) => c.iteration(b),
+            CostModel::Table(c) => c.iteration(b),
+        }
+    }
+
+    /// Duration of a pure decode iteration of `n` sequences with `context` tokens in KV [s].
+    #[inline]
+    pub fn decode_step(&self, n: u32, context: u64) -> f64 {
+        self.iteration(&BatchShape { running: n, decode_seqs: n, context_tokens: context, ..BatchShape::default() })
+    }
+
+    /// Duration of a prefill-only iteration of `tokens` for `seqs` joiners with `running`
+    /// requests in the running set (prefill priority) [s].
+    #[inline]
+    pub fn prefill(&self, running: u32, seqs: u32, tokens: u64) -> f64 {
+        self.iteration(&BatchShape { running, prefill_tokens: tokens, prefill_seqs: seqs, ..BatchShape::default() })
+    }
+
+    /// Whether the duration depends on context tokens (if not, a run of identical decode
+    /// iterations has one step length and can be jumped in one go).
+    pub fn depends_on_context(&self) -> bool {
+        matches!(self, CostModel::Linear(c) if c.beta_kv != 0.0)
+    }
+}
+
+/// Piecewise-linear interpolation through sorted `(x, y)` points, linear extrapolation
+/// beyond the ends (flat if only one point).
+pub(crate) fn interpolate(points: &[(f64, f64)], x: f64) -> f64 {
+    match points {
+        [] => 0.0,
+        [(_, y)] => *y,
+        _ => {
+            let i = points.partition_point(|p| p.0 < x).clamp(1, points.len() - 1);
+            let (x0, y0) = points[i - 1];
+            let (x1, y1) = points[i];
+            y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        }
+    }
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Idempotent installer for everything kvqueue needs on a fresh Debian 12 machine of this
+# kind (rustup toolchain present, registries reachable, nothing from GitHub).
+#
+#   scripts/setup.sh web      wasm32 target, trunk, wasm-bindgen-cli (= Cargo.lock), wasm-opt 132
+#   scripts/setup.sh browser  Debian chromium + chromedriver, playwright-core
+#   scripts/setup.sh server   llama-server (from the llama-cpp-python sdist) + a tiny local model
+#   scripts/setup.sh all      all of the above
+#
+# Each step checks first and skips what is already present.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$ROOT/e2e/node_modules/.bin:$PATH"
+TRUNK_VERSION=0.21.14
+WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)"
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+need_wasm_target() {
+  if rustup target list --installed | grep -qx wasm32-unknown-unknown; then return; fi
+  say "adding rust target wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+}
+
+need_trunk() {
+  if command -v trunk >/dev/null && trunk --version | grep -q " $TRUNK_VERSION"; then return; fi
+  say "installing trunk $TRUNK_VERSION (5-11 min on 2 cores)"
+  cargo install --locked "trunk@$TRUNK_VERSION"
+}
+
+need_wasm_bindgen() {
+  if command -v wasm-bindgen >/dev/null && wasm-bindgen --version | grep -q " $WASM_BINDGEN_VERSION"; then return; fi
+  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (3-4 min; --locked fails here, so without it)"
+  cargo install --force wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+}
+
+need_node_tools() {
+  # binaryen 132 from npm (Debian's 108 breaks the page) and playwright-core; never a browser download.
+  if [ -x e2e/node_modules/.bin/wasm-opt ] && [ -d e2e/node_modules/playwright-core ]; then return; fi
+  say "installing wasm-opt (binaryen 132) and playwright-core from npm"
+  (cd e2e && npm ci --no-audit --no-fund)
+}
+
+need_chromium() {
+  if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then return; fi
+  say "installing Debian chromium + chromium-driver"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+}
+
+need_server() {
+  "$ROOT/scripts/llama-server.sh" install
+}
+
+case "${1:-all}" in
+  web) need_wasm_target; need_node_tools; need_wasm_bindgen; need_trunk ;;
+  browser) need_node_tools; need_chromium ;;
+  server) need_server ;;
+  all) need_wasm_target; need_node_tools; need_chromium; need_wasm_bindgen; need_trunk; need_server ;;
+  *) echo "usage: $0 web|browser|server|all" >&2; exit 2 ;;
+esac
