@@ -1,0 +1,1 @@
+//! Analytical queueing models (SPEC §4): each in its own file under `analytic/`.

@@ -1,0 +1,229 @@
+//! Run configuration: workload × server × cost model × run rules, with a fallible
+//! [`SimConfig::validate`]. Plain serde structs so the CLI, the app's URL state and the
+//! sweep files all carry the same thing.
+
+use crate::cost::CostModel;
+use crate::error::{at_least_one, non_negative, positive, ConfigError};
+use crate::metrics::MetricsConfig;
+use crate::workload::{LengthDist, Workload};
+use serde::{Deserialize, Serialize};
+
+/// Scheduling policy (SPEC §2). Each is its own [`crate::scheduler::Scheduler`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// One request at a time, run to completion.
+    Serial,
+    /// Up to B requests at a time; the next batch starts when all of them have finished.
+    Static,
+    /// Iteration-level batching, whole-prompt prefill iterations stall decoding (vLLM v0/Orca).
+    #[default]
+    Continuous,
+    /// Token budget per iteration: decodes first, then prefill chunks (vLLM v1/Sarathi).
+    Chunked,
+    /// Like continuous, the waiting queue ordered by total length (oracle SJF).
+    Sjf,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 5] = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked, Policy::Sjf];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Serial => "serial",
+            Policy::Static => "static",
+            Policy::Continuous => "continuous",
+            Policy::Chunked => "chunked",
+            Policy::Sjf => "sjf",
+        }
+    }
+}
+
+/// How KV memory is allocated and what happens when it runs out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvMode {
+    /// Loss system: at arrival reserve prompt + output (rounded up to blocks); if it does
+    /// not fit, the request is rejected (the reference study).
+    #[default]
+    Reserve,
+    /// vLLM-style paging: blocks grow with the sequence; recompute preemption of the most
+    /// recently admitted request when a block is needed and none is free.
+    Paged,
+}
+
+/// Which requests are admitted at arrival, on top of the KV mode's own rule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Admission {
+    /// Everything the KV mode accepts.
+    #[default]
+    All,
+    /// Threshold admission: accept only while fewer than `max_in_system` requests are in
+    /// the system (waiting + running). The analytical DP rule supplies the threshold.
+    MaxInSystem { max_in_system: u32 },
+}
+
+/// When the first output token is produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirstToken {
+    /// The iteration that completes a request's prefill emits its first token (vLLM).
+    #[default]
+    AfterPrefill,
+    /// Prefill emits nothing; the first token is stamped at the end of the first decode
+    /// iteration (the reference study).
+    AfterFirstDecode,
+}
+
+/// How a run ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndRule {
+    /// Arrivals stop at the horizon; accepted requests run to completion.
+    #[default]
+    Drain,
+    /// Everything stops at the horizon; unfinished requests are excluded from latency and
+    /// goodput but counted as accepted (the reference study).
+    Cut,
+}
+
+/// The server: batch width, KV cache, token budget, policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerConfig {
+    pub policy: Policy,
+    /// `max_num_seqs`, B [requests].
+    pub max_batch: u32,
+    /// KV capacity K [tokens].
+    pub kv_tokens: u64,
+    /// Block size [tokens] (16 like vLLM; 1 = token-exact).
+    pub block_size: u32,
+    /// Per-iteration token budget (`max_num_batched_tokens`) [tokens]; used by `chunked`.
+    pub token_budget: u32,
+    pub kv_mode: KvMode,
+    /// Paged mode: fraction of blocks kept free when admitting (vLLM's watermark, 0.01).
+    pub watermark: f64,
+    /// Paged mode: reject arrivals when this many are waiting (None = unbounded).
+    pub queue_cap: Option<u32>,
+    pub admission: Admission,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            policy: Policy::Continuous,
+            max_batch: 8,
+            kv_tokens: 8192,
+            block_size: 1,
+            token_budget: 2048,
+            kv_mode: KvMode::Reserve,
+            watermark: 0.01,
+            queue_cap: None,
+            admission: Admission::All,
+        }
+    }
+}
+
+/// Everything one simulation run needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimConfig {
+    pub workload: Workload,
+    pub server: ServerConfig,
+    pub cost: CostModel,
+    /// Arrivals stop at this time [s].
+    pub horizon_s: f64,
+    pub end: EndRule,
+    pub first_token: FirstToken,
+    pub metrics: MetricsConfig,
+    pub seed: u64,
+    /// Keep every request record in the report (memory grows with the run).
+    pub keep_records: bool,
+    /// Record queue / batch / KV time series, at most this many points (0 = off).
+    pub timeseries_points: u32,
+}
+
+impl Default for SimConfig {
+    /// The reference-compatible configuration (see [`SimConfig::reference`]).
+    fn default() -> Self {
+        SimConfig::reference(1.0, 8, 8192)
+    }
+}
+
+impl SimConfig {
+    /// The reference study's simulator, exactly (SPEC §2 and Appendix A): continuous,
+    /// token-exact reserve, reference cost, first token after the first decode, arrivals
+    /// and everything else stop at the horizon (1000 s), lognormal reference lengths.
+    pub fn reference(rate: f64, max_batch: u32, kv_tokens: u64) -> SimConfig {
+        SimConfig {
+            workload: Workload::default().with_rate(rate),
+            server: ServerConfig { max_batch, kv_tokens, ..ServerConfig::default() },
+            cost: CostModel::default(),
+            horizon_s: 1000.0,
+            end: EndRule::Cut,
+            first_token: FirstToken::AfterFirstDecode,
+            metrics: MetricsConfig::default(),
+            seed: 0,
+            keep_records: false,
+            timeseries_points: 0,
+        }
+    }
+
+    /// vLLM-like defaults: chunked prefill, paged KV in 16-token blocks, ShareGPT lengths,
+    /// the A10G table cost, drain.
+    pub fn vllm_like(rate: f64) -> SimConfig {
+        SimConfig {
+            workload: Workload { lengths: LengthDist::sharegpt(), ..Workload::default() }.with_rate(rate),
+            server: ServerConfig {
+                policy: Policy::Chunked,
+                max_batch: 128,
+                kv_tokens: 565_904,
+                block_size: 16,
+                token_budget: 2048,
+                kv_mode: KvMode::Paged,
+                ..ServerConfig::default()
+            },
+            cost: CostModel::Table(crate::cost::TableCost::a10g_qwen_1_5b()),
+            horizon_s: 600.0,
+            end: EndRule::Drain,
+            first_token: FirstToken::AfterPrefill,
+            ..SimConfig::reference(rate, 1, 1)
+        }
+    }
+
+    /// Checks every parameter.
+    ///
+    /// # Errors
+    /// The first problem found: non-positive rate/horizon, B = 0, a KV cache that cannot
+    /// hold one request, NaN anywhere.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.workload.validate()?;
+        self.cost.validate()?;
+        positive("horizon_s", self.horizon_s)?;
+        let s = &self.server;
+        at_least_one("max_batch", s.max_batch as u64)?;
+        at_least_one("block_size", s.block_size as u64)?;
+        at_least_one("token_budget", s.token_budget as u64)?;
+        at_least_one("kv_tokens", s.kv_tokens)?;
+        non_negative("watermark", s.watermark)?;
+        if s.watermark >= 0.5 {
+            return Err(ConfigError::OutOfRange { name: "watermark", value: s.watermark, why: "must be < 0.5" });
+        }
+        if let Admission::MaxInSystem { max_in_system } = s.admission {
+            at_least_one("max_in_system", max_in_system as u64)?;
+        }
+        non_negative("stall_threshold_s", self.metrics.stall_threshold_s)?;
+        non_negative("warmup_s", self.metrics.warmup_s)?;
+        positive("slo_ttft_s", self.metrics.slo_ttft_s)?;
+        positive("slo_tpot_s", self.metrics.slo_tpot_s)?;
+        // The smallest request the workload can produce must fit in the cache.
+        let need = match self.server.kv_mode {
+            KvMode::Reserve => 2,
+            KvMode::Paged => 1,
+        };
+        let blocks = s.kv_tokens / s.block_size as u64;
+        if blocks * (s.block_size as u64) < need || blocks == 0 {
+            return Err(ConfigError::KvTooSmall { kv_tokens: s.kv_tokens, need_tokens: need.max(s.block_size as u64) });
+        }
+        Ok(())
+    }
+}
