@@ -6,3 +6,6 @@ pub mod microbench;
 pub mod run;
 pub mod simulate;
 pub mod sweep;
+pub mod client;
+pub mod prom;
+pub mod sse;

@@ -1,9 +1,814 @@
-//! `bench-native run` (being built).
+//! `bench-native run`: open-loop load test of an OpenAI-compatible streaming endpoint.
+//!
+//! * Arrivals come from the engine's [`Workload`] (Poisson, gamma, deterministic, trace) and
+//!   are sent at absolute times `sleep_until(t0 + arrival)`: no drift, no coordinated
+//!   omission. Each row records the intended and the actual send time; latency is measured
+//!   from the **intended** time, so client-side queueing (a `--max-concurrency` cap, a slow
+//!   client) counts against the server, never silently disappears.
+//! * Output length is forced (`max_tokens` + `ignore_eos`, optionally `min_tokens`); token
+//!   counts come from `usage`. Every text chunk is timestamped (max gap, stalls).
+//! * Files (all in `--out`): `requests.csv` (appended and flushed as each request
+//!   finishes), `summary.json` + `summary.csv`, `metadata.json`, `metrics.csv` (`/metrics`
+//!   sampled every `--metrics-interval`).
+//! * Failures (HTTP errors, cut or stalled streams, a dead server) are error rows; the run
+//!   goes on. Ctrl-C stops sending, marks in-flight requests `unfinished`, and still
+//!   writes the summary of what finished.
+
+use crate::client::{Api, ClientError, Endpoint, EndpointConfig, PromptBuilder, StreamResult};
+use engine::metrics::{percentile_type7, MetricsConfig, Summary};
+use engine::record::{Outcome, RequestRecord};
+use engine::workload::{ArrivalProcess, LengthDist, Request, Workload};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::time::Instant;
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # 2 req/s Poisson for 60 s, ShareGPT lengths, against llama-server on :8080
+  bench-native run --url http://127.0.0.1:8080 --rate 2 --duration 60 --out results/run-2rps
+
+  # 40 requests of exactly 128 prompt / 64 output tokens, bursty arrivals, at most 8 in flight
+  bench-native run --rate 4 --arrivals gamma --burstiness 0.5 --lengths fixed \\
+      --prompt-tokens 128 --output-tokens 64 --num-requests 40 --max-concurrency 8
+
+  # vLLM chat endpoint with an API key from $MY_KEY (never printed)
+  bench-native run --url http://gpu:8000 --api chat --model Qwen/Qwen2.5-1.5B-Instruct \\
+      --api-key-env MY_KEY --min-tokens --rate 1 --duration 300
+
+Files written to --out: requests.csv (one row per request, flushed as it finishes),
+summary.json, summary.csv, metadata.json (server props/version, KV blocks, workload, seed),
+metrics.csv (the server's /metrics every --metrics-interval seconds).";
+
+/// Arrival process kinds for the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arrivals {
+    Poisson,
+    Gamma,
+    Deterministic,
+}
+
+/// Length distribution kinds for the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lengths {
+    /// The embedded 5,000 ShareGPT (prompt, output) pairs.
+    Sharegpt,
+    /// Lognormal prompt median 256 σ 0.55, output median 128 σ 0.70.
+    Reference,
+    /// Every request --prompt-tokens → --output-tokens.
+    Fixed,
+}
+
+/// Connection options shared by `run` and `microbench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerArgs {
+    /// Server base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Which OpenAI route to drive.
+    #[arg(long, value_enum, default_value_t = Api::Completions)]
+    pub api: Api,
+    /// Model name (checked against /v1/models; default: the first one listed).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key (sent as a bearer token).
+    #[arg(long, default_value = "OPENAI_API_KEY")]
+    pub api_key_env: String,
+    /// Do not send ignore_eos (outputs may then be shorter than asked).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+    /// Also send min_tokens = max_tokens (vLLM; llama.cpp ignores it).
+    #[arg(long)]
+    pub min_tokens: bool,
+    /// Characters per token when the server has no /tokenize route.
+    #[arg(long, default_value_t = 4.0)]
+    pub chars_per_token: f64,
+    /// Never use /tokenize; size prompts by --chars-per-token only.
+    #[arg(long)]
+    pub no_tokenize: bool,
+    /// Per-request timeout [s] (whole request, stream included).
+    #[arg(long, default_value_t = 120.0)]
+    pub timeout: f64,
+}
+
+impl ServerArgs {
+    /// The endpoint configuration (reads the API key from the environment).
+    pub fn endpoint(&self) -> EndpointConfig {
+        EndpointConfig {
+            url: self.url.clone(),
+            api: self.api,
+            model: self.model.clone(),
+            api_key: std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty()),
+            ignore_eos: !self.no_ignore_eos,
+            min_tokens: self.min_tokens,
+        }
+    }
+}
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+#[command(after_help = RUN_EXAMPLES)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Mean arrival rate [req/s].
+    #[arg(long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Arrival process.
+    #[arg(long, value_enum, default_value_t = Arrivals::Poisson)]
+    pub arrivals: Arrivals,
+    /// Gamma shape k (squared CV = 1/k; k < 1 is burstier than Poisson).
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Request lengths.
+    #[arg(long, value_enum, default_value_t = Lengths::Sharegpt)]
+    pub lengths: Lengths,
+    /// Prompt length for --lengths fixed [tokens].
+    #[arg(long, default_value_t = 128)]
+    pub prompt_tokens: u32,
+    /// Output length for --lengths fixed [tokens].
+    #[arg(long, default_value_t = 64)]
+    pub output_tokens: u32,
+    /// A workload JSON (engine `Workload`, e.g. a trace); overrides the options above.
+    #[arg(long)]
+    pub workload: Option<PathBuf>,
+    /// Cap prompt + output to this many tokens (the server's max model length).
+    #[arg(long)]
+    pub max_model_len: Option<u32>,
+    /// Arrivals are generated over [0, duration] [s].
+    #[arg(long, default_value_t = 60.0)]
+    pub duration: f64,
+    /// At most this many requests (the first N arrivals).
+    #[arg(long)]
+    pub num_requests: Option<usize>,
+    /// Seed of the arrival and length streams.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Requests sent one by one before the run (not recorded).
+    #[arg(long, default_value_t = 2)]
+    pub warmup_requests: usize,
+    /// Arrivals before this time are written but left out of the summary [s].
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup_s: f64,
+    /// At most this many requests in flight; the rest wait in the client (recorded as
+    /// client queue time, never dropped).
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+    /// A gap between chunks longer than this is a stall [ms].
+    #[arg(long, default_value_t = 50.0)]
+    pub stall_ms: f64,
+    /// TTFT SLO for goodput [s].
+    #[arg(long, default_value_t = 1.0)]
+    pub slo_ttft: f64,
+    /// TPOT SLO for goodput [s].
+    #[arg(long, default_value_t = 0.05)]
+    pub slo_tpot: f64,
+    /// Sample /metrics every this many seconds (0 = never).
+    #[arg(long, default_value_t = 1.0)]
+    pub metrics_interval: f64,
+    /// Output directory.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
 
-pub fn execute(_args: RunArgs) -> anyhow::Result<()> {
-    anyhow::bail!("'run' is not built yet")
+/// Errors of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("invalid workload: {0}")]
+    Config(#[from] engine::ConfigError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("writing CSV: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io { path: path.to_path_buf(), source }
+}
+
+/// A validated run configuration (what the library entry point takes).
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub endpoint: EndpointConfig,
+    pub workload: Workload,
+    pub seed: u64,
+    /// Arrival horizon [s].
+    pub horizon_s: f64,
+    pub max_requests: Option<usize>,
+    pub warmup_requests: usize,
+    pub max_concurrency: Option<usize>,
+    pub timeout: Duration,
+    pub chars_per_token: f64,
+    pub use_tokenizer: bool,
+    pub metrics: MetricsConfig,
+    /// `/metrics` sampling period; `None` = no scraping.
+    pub metrics_interval: Option<Duration>,
+    pub out_dir: PathBuf,
+}
+
+impl RunConfig {
+    /// A small default configuration against `url`, writing to `out_dir` (tests start here).
+    pub fn new(url: &str, out_dir: impl Into<PathBuf>) -> RunConfig {
+        RunConfig {
+            endpoint: EndpointConfig { url: url.to_string(), ..EndpointConfig::default() },
+            workload: Workload::default(),
+            seed: 0,
+            horizon_s: 10.0,
+            max_requests: None,
+            warmup_requests: 1,
+            max_concurrency: None,
+            timeout: Duration::from_secs(60),
+            chars_per_token: 4.0,
+            use_tokenizer: true,
+            metrics: MetricsConfig::default(),
+            metrics_interval: Some(Duration::from_secs(1)),
+            out_dir: out_dir.into(),
+        }
+    }
+}
+
+impl TryFrom<&RunArgs> for RunConfig {
+    type Error = RunError;
+
+    fn try_from(a: &RunArgs) -> Result<RunConfig, RunError> {
+        let workload = match &a.workload {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(io_err(p))?;
+                serde_json::from_str(&text).map_err(|e| RunError::Invalid(format!("{}: not a workload JSON: {e}", p.display())))?
+            }
+            None => {
+                let arrivals = match a.arrivals {
+                    Arrivals::Poisson => ArrivalProcess::Poisson { rate: a.rate },
+                    Arrivals::Gamma => ArrivalProcess::Gamma { rate: a.rate, burstiness: a.burstiness },
+                    Arrivals::Deterministic => ArrivalProcess::Deterministic { rate: a.rate },
+                };
+                let lengths = match a.lengths {
+                    Lengths::Sharegpt => LengthDist::sharegpt(),
+                    Lengths::Reference => LengthDist::reference(),
+                    Lengths::Fixed => LengthDist::Fixed { prompt: a.prompt_tokens, output: a.output_tokens },
+                };
+                Workload { arrivals, lengths, max_model_len: a.max_model_len }
+            }
+        };
+        if !(a.server.timeout > 0.0 && a.server.timeout.is_finite()) {
+            return Err(RunError::Invalid("--timeout must be > 0".into()));
+        }
+        if a.max_concurrency == Some(0) {
+            return Err(RunError::Invalid("--max-concurrency must be >= 1".into()));
+        }
+        Ok(RunConfig {
+            endpoint: a.server.endpoint(),
+            workload,
+            seed: a.seed,
+            horizon_s: a.duration,
+            max_requests: a.num_requests,
+            warmup_requests: a.warmup_requests,
+            max_concurrency: a.max_concurrency,
+            timeout: Duration::from_secs_f64(a.server.timeout),
+            chars_per_token: a.server.chars_per_token,
+            use_tokenizer: !a.server.no_tokenize,
+            metrics: MetricsConfig {
+                stall_threshold_s: a.stall_ms / 1e3,
+                slo_ttft_s: a.slo_ttft,
+                slo_tpot_s: a.slo_tpot,
+                warmup_s: a.warmup_s,
+            },
+            metrics_interval: (a.metrics_interval > 0.0).then(|| Duration::from_secs_f64(a.metrics_interval)),
+            out_dir: a.out.clone(),
+        })
+    }
+}
+
+/// One row of `requests.csv`. Times [s] on the run clock (0 = run start).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct RequestRow {
+    pub id: u64,
+    pub class: u16,
+    /// When the schedule said to send it [s].
+    pub intended_send_s: f64,
+    /// When it was written to the connection [s] (after any client queue).
+    pub actual_send_s: Option<f64>,
+    /// Time waiting for a concurrency slot [s].
+    pub client_queue_s: Option<f64>,
+    pub first_token_s: Option<f64>,
+    pub last_token_s: Option<f64>,
+    /// From the intended send time [s].
+    pub ttft_s: Option<f64>,
+    pub tpot_s: Option<f64>,
+    pub e2e_s: Option<f64>,
+    /// Asked-for prompt length [tokens].
+    pub target_prompt_tokens: u32,
+    /// Asked-for output length [tokens].
+    pub target_output_tokens: u32,
+    /// From `usage` [tokens].
+    pub prompt_tokens: Option<u32>,
+    /// From `usage` [tokens].
+    pub completion_tokens: Option<u32>,
+    /// Chunks that carried text [count].
+    pub chunks: u32,
+    pub max_gap_s: f64,
+    pub stalls: u32,
+    pub finish_reason: String,
+    /// completed / error / unfinished.
+    pub outcome: String,
+    /// llama.cpp's own prompt (prefill) time [ms].
+    pub server_prompt_ms: Option<f64>,
+    /// llama.cpp's own generation time [ms].
+    pub server_predicted_ms: Option<f64>,
+    pub error: String,
+}
+
+impl RequestRow {
+    /// The engine record of this row (what the metrics are computed from).
+    pub fn record(&self) -> RequestRecord {
+        RequestRecord {
+            id: self.id,
+            class: self.class,
+            arrival_s: self.intended_send_s,
+            first_token_s: self.first_token_s,
+            finish_s: if self.outcome == "completed" { self.last_token_s } else { None },
+            prompt_tokens: self.prompt_tokens.unwrap_or(self.target_prompt_tokens),
+            output_tokens: self.completion_tokens.unwrap_or(self.chunks),
+            max_gap_s: self.max_gap_s,
+            stalls: self.stalls,
+            preemptions: 0,
+            outcome: match self.outcome.as_str() {
+                "completed" => Outcome::Completed,
+                "unfinished" => Outcome::Unfinished,
+                _ => Outcome::Error,
+            },
+        }
+    }
+
+    fn from_result(req: &Request, queue_s: Option<f64>, res: Option<StreamResult>, stall_s: f64) -> RequestRow {
+        let mut row = RequestRow {
+            id: req.id,
+            class: req.class,
+            intended_send_s: req.arrival,
+            client_queue_s: queue_s,
+            target_prompt_tokens: req.prompt,
+            target_output_tokens: req.output,
+            ..RequestRow::default()
+        };
+        let Some(res) = res else {
+            row.outcome = Outcome::Unfinished.as_str().into();
+            row.error = "interrupted".into();
+            return row;
+        };
+        row.actual_send_s = Some(res.sent_s);
+        row.first_token_s = res.token_chunk_s.first().copied();
+        row.last_token_s = res.token_chunk_s.last().copied();
+        row.chunks = res.token_chunk_s.len() as u32;
+        for w in res.token_chunk_s.windows(2) {
+            let g = w[1] - w[0];
+            row.max_gap_s = row.max_gap_s.max(g);
+            if g > stall_s {
+                row.stalls += 1;
+            }
+        }
+        row.prompt_tokens = res.usage.map(|u| u.prompt_tokens);
+        row.completion_tokens = res.usage.map(|u| u.completion_tokens);
+        row.finish_reason = res.finish_reason.unwrap_or_default();
+        row.server_prompt_ms = res.timings.map(|t| t.prompt_ms).filter(|x| x.is_finite());
+        row.server_predicted_ms = res.timings.map(|t| t.predicted_ms).filter(|x| x.is_finite());
+        match res.error {
+            Some(e) => {
+                row.outcome = Outcome::Error.as_str().into();
+                row.error = e;
+            }
+            None => {
+                row.outcome = Outcome::Completed.as_str().into();
+                if res.usage.is_none() {
+                    row.error = "no usage in stream: completion_tokens counted from chunks".into();
+                }
+            }
+        }
+        let rec = row.record();
+        row.ttft_s = rec.ttft();
+        row.tpot_s = rec.tpot();
+        row.e2e_s = rec.e2e();
+        row
+    }
+}
+
+/// Client-side quality of the schedule [s].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClientStats {
+    /// actual − intended send time: p50, p99, max [s].
+    pub send_lateness_p50_s: Option<f64>,
+    pub send_lateness_p99_s: Option<f64>,
+    pub send_lateness_max_s: Option<f64>,
+    /// Requests that waited for a --max-concurrency slot [count].
+    pub client_queued: u64,
+}
+
+/// What a run produced (also on disk in `out_dir`).
+#[derive(Debug)]
+pub struct RunReport {
+    /// Rows in finishing order.
+    pub rows: Vec<RequestRow>,
+    pub summary: Summary,
+    pub client: ClientStats,
+    pub metadata: Value,
+    /// `/metrics` samples written.
+    pub metrics_samples: usize,
+    /// Stopped early (Ctrl-C).
+    pub interrupted: bool,
+    /// Requests in the schedule [count].
+    pub scheduled: usize,
+}
+
+/// Everything a server says about itself that helps interpret a run.
+pub async fn server_metadata(ep: &Endpoint) -> Value {
+    let mut m = json!({
+        "base_url": ep.base, "model": ep.model, "server_kind": ep.kind, "api": ep.api,
+        "context_tokens_per_sequence": ep.context_tokens,
+    });
+    for (key, path) in [("props", "/props"), ("slots", "/slots"), ("version", "/version"), ("models", "/v1/models")] {
+        if let Ok(v) = ep.get_json(path).await {
+            m[key] = v;
+        }
+    }
+    // KV capacity as the server reports it.
+    let mut kv = json!({});
+    if let Some(props) = m.get("props") {
+        let n_ctx = props.pointer("/default_generation_settings/n_ctx").and_then(Value::as_u64);
+        let slots = props.get("total_slots").and_then(Value::as_u64);
+        if let (Some(c), Some(s)) = (n_ctx, slots) {
+            kv = json!({"block_size": 1, "blocks": c * s, "tokens": c * s, "slots": s, "tokens_per_slot": c,
+                        "note": "llama.cpp: -c total KV tokens split equally over -np slots; token-granular"});
+        }
+    }
+    if let Ok(text) = ep.get_text("/metrics").await {
+        for s in crate::prom::parse(&text) {
+            if s.name == "vllm:cache_config_info" {
+                let get = |k| crate::prom::label(&s.labels, k).and_then(|v| v.parse::<u64>().ok());
+                let (blocks, bs) = (get("num_gpu_blocks"), get("block_size"));
+                kv = json!({"block_size": bs, "blocks": blocks, "tokens": blocks.zip(bs).map(|(a, b)| a * b),
+                            "cache_config_info": s.labels});
+            }
+        }
+        m["metrics_available"] = json!(true);
+    } else {
+        m["metrics_available"] = json!(false);
+    }
+    m["kv"] = kv;
+    m
+}
+
+async fn scrape_metrics(ep: Endpoint, t0: Instant, every: Duration, path: PathBuf, mut stop: watch::Receiver<bool>) -> usize {
+    let Ok(file) = std::fs::File::create(&path) else { return 0 };
+    let mut w = csv::Writer::from_writer(file);
+    let mut header = vec!["t_s"];
+    header.extend(crate::prom::COLUMNS);
+    if w.write_record(&header).is_err() {
+        return 0;
+    }
+    let _ = w.flush();
+    let mut n = 0;
+    let mut tick = tokio::time::interval_at(t0.max(Instant::now()), every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => break,
+        }
+        let t = t0.elapsed().as_secs_f64();
+        let Ok(text) = ep.get_text("/metrics").await else { continue };
+        let cols = crate::prom::columns(&crate::prom::parse(&text));
+        let mut rec = vec![format!("{t:.3}")];
+        rec.extend(cols.iter().map(|c| c.map(|x| x.to_string()).unwrap_or_default()));
+        if w.write_record(&rec).is_ok() && w.flush().is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+fn status(pb: &ProgressBar, sent: u64, done: u64, errors: u64) {
+    pb.set_message(format!("{} in flight, {errors} errors", sent.saturating_sub(done)));
+}
+
+/// Drives the load described by `cfg` against the server; `stop` resolving (e.g. Ctrl-C)
+/// ends the run early. Writes every file into `cfg.out_dir` and returns the report.
+///
+/// # Errors
+/// Pre-flight failures (unreachable server, unknown model, requests that cannot fit the
+/// server's context, invalid workload) and file errors. Per-request failures are rows.
+pub async fn run_load(cfg: &RunConfig, pb: &ProgressBar, stop: impl Future<Output = ()>) -> Result<RunReport, RunError> {
+    let ep = Endpoint::connect(&cfg.endpoint).await?;
+    let mut reqs: Vec<Request> = Vec::new();
+    for r in cfg.workload.stream(cfg.seed, cfg.horizon_s)? {
+        if cfg.max_requests.is_some_and(|m| reqs.len() >= m) {
+            break;
+        }
+        reqs.push(r);
+    }
+    if let Some(need) = reqs.iter().map(Request::total_tokens).max() {
+        ep.check_fits(need)?;
+    }
+    std::fs::create_dir_all(&cfg.out_dir).map_err(io_err(&cfg.out_dir))?;
+
+    let mut prompts = PromptBuilder::new(cfg.chars_per_token);
+    if cfg.use_tokenizer {
+        let mut lens: Vec<u32> = reqs.iter().map(|r| r.prompt).collect();
+        lens.sort_unstable();
+        lens.dedup();
+        prompts.calibrate(&ep, lens).await;
+    }
+    let mut metadata = server_metadata(&ep).await;
+    metadata["run"] = json!({
+        "tool": concat!("bench-native ", env!("CARGO_PKG_VERSION")),
+        "started_unix_s": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+        "workload": cfg.workload, "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed, "horizon_s": cfg.horizon_s,
+        "requests_scheduled": reqs.len(), "warmup_requests": cfg.warmup_requests, "max_concurrency": cfg.max_concurrency,
+        "timeout_s": cfg.timeout.as_secs_f64(), "metrics": cfg.metrics,
+        "prompt_sizing": if prompts.tokenized { "server /tokenize".to_string() } else { format!("{} chars per token", cfg.chars_per_token) },
+        "ignore_eos": cfg.endpoint.ignore_eos, "min_tokens": cfg.endpoint.min_tokens,
+        "api_key": if cfg.endpoint.api_key.is_some() { "set (not recorded)" } else { "none" },
+    });
+    let meta_path = cfg.out_dir.join("metadata.json");
+    write_json(&meta_path, &metadata)?;
+
+    // Warm-up: sequential, not recorded.
+    let warm_t0 = Instant::now();
+    for (i, r) in reqs.iter().take(cfg.warmup_requests).enumerate() {
+        let body = ep.body(&prompts.prompt(u64::MAX - i as u64, r.prompt), r.output.min(16));
+        let _ = ep.stream(warm_t0, &body, cfg.timeout).await;
+    }
+
+    let csv_path = cfg.out_dir.join("requests.csv");
+    let file = std::fs::File::create(&csv_path).map_err(io_err(&csv_path))?;
+    let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
+    writer.write_record(REQUEST_COLUMNS)?;
+    writer.flush().map_err(io_err(&csv_path))?;
+
+    let t0 = Instant::now() + Duration::from_millis(20);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let scraper = cfg.metrics_interval.map(|every| {
+        tokio::spawn(scrape_metrics(ep.clone(), t0, every, cfg.out_dir.join("metrics.csv"), stop_rx.clone()))
+    });
+
+    pb.set_length(reqs.len() as u64);
+    let sent = Arc::new(AtomicU64::new(0));
+    let (tx, mut rx) = mpsc::unbounded_channel::<RequestRow>();
+    let scheduled = reqs.len();
+    let sched = {
+        let ep = ep.clone();
+        let sem = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
+        let (timeout, stall) = (cfg.timeout, cfg.metrics.stall_threshold_s);
+        let mut cancel = stop_rx.clone();
+        let sent = sent.clone();
+        tokio::spawn(async move {
+            for r in reqs {
+                let body = ep.body(&prompts.prompt(r.id, r.prompt), r.output);
+                let at = t0 + Duration::from_secs_f64(r.arrival);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    _ = cancel.changed() => break,
+                }
+                let (ep, tx, sem, sent, mut cancel) = (ep.clone(), tx.clone(), sem.clone(), sent.clone(), cancel.clone());
+                tokio::spawn(async move {
+                    let work = async {
+                        let _permit = match &sem {
+                            Some(s) => Some(s.clone().acquire_owned().await.expect("semaphore never closed")),
+                            None => None,
+                        };
+                        let queued = sem.as_ref().map(|_| (t0.elapsed().as_secs_f64() - r.arrival).max(0.0));
+                        sent.fetch_add(1, Ordering::Relaxed);
+                        (queued, ep.stream(t0, &body, timeout).await)
+                    };
+                    let row = tokio::select! {
+                        (q, res) = work => RequestRow::from_result(&r, q, Some(res), stall),
+                        _ = cancel.changed() => RequestRow::from_result(&r, None, None, stall),
+                    };
+                    let _ = tx.send(row);
+                });
+            }
+        })
+    };
+
+    let mut rows = Vec::with_capacity(scheduled);
+    let mut errors = 0u64;
+    let mut interrupted = false;
+    let stop = stop;
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            biased;
+            row = rx.recv() => {
+                let Some(row) = row else { break };
+                writer.serialize(&row)?;
+                writer.flush().map_err(io_err(&csv_path))?;
+                if row.outcome != "completed" {
+                    errors += 1;
+                }
+                rows.push(row);
+                pb.inc(1);
+                status(pb, sent.load(Ordering::Relaxed), rows.len() as u64, errors);
+                if rows.len() == scheduled {
+                    break;
+                }
+            }
+            _ = &mut stop, if !interrupted => {
+                interrupted = true;
+                let _ = stop_tx.send(true);
+            }
+            _ = tokio::time::sleep(Duration::from_millis(250)) => status(pb, sent.load(Ordering::Relaxed), rows.len() as u64, errors),
+        }
+    }
+    let _ = sched.await;
+    let _ = stop_tx.send(true);
+    let metrics_samples = match scraper {
+        Some(h) => h.await.unwrap_or(0),
+        None => 0,
+    };
+    pb.finish_and_clear();
+
+    let records: Vec<RequestRecord> = rows.iter().map(RequestRow::record).collect();
+    let end = rows.iter().filter_map(|r| r.last_token_s.or(r.actual_send_s)).fold(0.0f64, f64::max);
+    let window = (end - cfg.metrics.warmup_s).max(0.0);
+    let summary = engine::metrics::summarize(&records, &cfg.metrics, window);
+    let client = client_stats(&rows);
+    let summary_json = json!({
+        "summary": summary, "client": client, "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed,
+        "scheduled": scheduled, "written": rows.len(), "interrupted": interrupted,
+        "note": "summary computed by engine::metrics::summarize over requests.csv; latencies from the intended send time",
+    });
+    write_json(&cfg.out_dir.join("summary.json"), &summary_json)?;
+    write_summary_csv(&cfg.out_dir.join("summary.csv"), cfg, &summary, &client)?;
+    Ok(RunReport { rows, summary, client, metadata, metrics_samples, interrupted, scheduled })
+}
+
+/// Header of `requests.csv` (the serde field order of [`RequestRow`]).
+pub const REQUEST_COLUMNS: [&str; 22] = [
+    "id",
+    "class",
+    "intended_send_s",
+    "actual_send_s",
+    "client_queue_s",
+    "first_token_s",
+    "last_token_s",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "target_prompt_tokens",
+    "target_output_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "chunks",
+    "max_gap_s",
+    "stalls",
+    "finish_reason",
+    "outcome",
+    "server_prompt_ms",
+    "server_predicted_ms",
+    "error",
+];
+
+fn client_stats(rows: &[RequestRow]) -> ClientStats {
+    let mut late: Vec<f64> = rows.iter().filter_map(|r| Some(r.actual_send_s? - r.intended_send_s)).collect();
+    late.sort_by(f64::total_cmp);
+    ClientStats {
+        send_lateness_p50_s: percentile_type7(&late, 0.5),
+        send_lateness_p99_s: percentile_type7(&late, 0.99),
+        send_lateness_max_s: late.last().copied(),
+        client_queued: rows.iter().filter(|r| r.client_queue_s.is_some_and(|q| q > 1e-3)).count() as u64,
+    }
+}
+
+fn write_json(path: &Path, v: &impl Serialize) -> Result<(), RunError> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| RunError::Invalid(e.to_string()))?;
+    std::fs::write(path, text + "\n").map_err(io_err(path))
+}
+
+/// Flattens a JSON object into `(a_b_c, value)` pairs in field order.
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}_{k}") };
+                flatten(&key, x, out);
+            }
+        }
+        Value::Null => out.push((prefix.to_string(), String::new())),
+        Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        x => out.push((prefix.to_string(), x.to_string())),
+    }
+}
+
+/// One summary row. NOTE: the engine's sweep-summary row writer (`engine::sweep`) was not
+/// in the tree when this was written; this row flattens [`Summary`] (field order, `_`
+/// joined, latencies [s]) after the run's identifying columns.
+fn write_summary_csv(path: &Path, cfg: &RunConfig, s: &Summary, c: &ClientStats) -> Result<(), RunError> {
+    let mut cols = vec![
+        ("source".to_string(), "measured".to_string()),
+        ("arrival_rate".to_string(), cfg.workload.rate().to_string()),
+        ("seed".to_string(), cfg.seed.to_string()),
+    ];
+    flatten("", &serde_json::to_value(s).map_err(|e| RunError::Invalid(e.to_string()))?, &mut cols);
+    flatten("", &serde_json::to_value(c).map_err(|e| RunError::Invalid(e.to_string()))?, &mut cols);
+    let mut w = csv::Writer::from_path(path)?;
+    w.write_record(cols.iter().map(|c| c.0.as_str()))?;
+    w.write_record(cols.iter().map(|c| c.1.as_str()))?;
+    w.flush().map_err(io_err(path))
+}
+
+/// A progress bar on stderr (hidden when `quiet` or stderr is not a terminal).
+pub fn progress_bar(quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} finished ({per_sec}) {msg}")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+/// Human-readable lines of a summary (printed at the end of a run).
+pub fn summary_text(s: &Summary, c: &ClientStats) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e3));
+    format!(
+        "requests: {} offered, {} completed, {} errors, {} unfinished over {:.1} s\n\
+         throughput: {:.2} req/s, {:.1} output tok/s; SLO goodput {:.2} req/s\n\
+         TTFT ms  mean {} p50 {} p90 {} p99 {}\n\
+         TPOT ms  mean {} p50 {} p90 {} p99 {}\n\
+         E2E  ms  mean {} p50 {} p99 {}\n\
+         stalls: {}; send lateness ms p50 {} p99 {} max {}; client-queued {}",
+        s.arrivals,
+        s.completed,
+        s.errors,
+        s.unfinished,
+        s.window_s,
+        s.throughput_rps,
+        s.output_tokens_per_s,
+        s.slo_goodput_rps,
+        ms(s.ttft.mean),
+        ms(s.ttft.p50),
+        ms(s.ttft.p90),
+        ms(s.ttft.p99),
+        ms(s.tpot.mean),
+        ms(s.tpot.p50),
+        ms(s.tpot.p90),
+        ms(s.tpot.p99),
+        ms(s.e2e.mean),
+        ms(s.e2e.p50),
+        ms(s.e2e.p99),
+        s.stalls,
+        ms(c.send_lateness_p50_s),
+        ms(c.send_lateness_p99_s),
+        ms(c.send_lateness_max_s),
+        c.client_queued,
+    )
+}
+
+/// A tokio runtime for the CLI (2 worker threads is plenty for a load generator on loopback).
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+pub fn execute(args: RunArgs) -> anyhow::Result<()> {
+    let cfg = RunConfig::try_from(&args)?;
+    let rt = runtime()?;
+    let pb = progress_bar(args.quiet);
+    let report = rt.block_on(run_load(&cfg, &pb, async {
+        let _ = tokio::signal::ctrl_c().await;
+    }))?;
+    if report.interrupted {
+        eprintln!("interrupted: {} of {} scheduled requests written", report.rows.len(), report.scheduled);
+    }
+    println!("{}", summary_text(&report.summary, &report.client));
+    println!("files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}", cfg.out_dir.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_columns_match_row_fields() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(RequestRow::default()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let header = text.lines().next().unwrap();
+        assert_eq!(header, REQUEST_COLUMNS.join(","));
+    }
 }
