@@ -1,1 +1,258 @@
-//! Analytical queueing models (SPEC §4): each in its own file under `analytic/`.
+//! Analytical queueing models (SPEC §4), one file per model under `analytic/`.
+//!
+//! * Textbook closed forms, each validating its parameters in `new()` and returning an
+//!   explicit [`Stability::Unstable`] instead of a NaN when ρ ≥ 1: [`Little`], [`Mm1`],
+//!   [`Mmc`] (Erlang C), [`erlang_b`], [`Mmck`], [`Mg1`] (Pollaczek–Khinchine),
+//!   [`Kingman`] (G/G/1) and [`AllenCunneen`] (G/G/c).
+//! * The reference study's models, reproduced with their simplifications:
+//!   [`ReferenceMmc`], [`ReferenceChain`] (two-stage birth–death), [`ReferenceCtmc`]
+//!   (multi-class, solved with a sparse iterative solver) and the threshold (DP) admission
+//!   rule [`dp_threshold`].
+//! * [`capacity`]: compute / KV / slot bounds and an SLO capacity search.
+//! * [`Ours`]: a state-dependent knapsack + transient birth–death model that accounts for
+//!   joiner prefill stalls, length variance and size-biased admission.
+//!
+//! Every server-level model is reachable through one entry point, [`predict`], so
+//! comparisons can loop over [`ModelKind::ALL`].
+//!
+//! # Examples
+//! ```
+//! use engine::analytic::{predict, ModelKind};
+//! use engine::SimConfig;
+//! let cfg = SimConfig::reference(1.0, 8, 8192);
+//! for kind in ModelKind::ALL {
+//!     let p = predict(kind, &cfg).unwrap();
+//!     if let Some(m) = p.metrics() {
+//!         assert!(m.ttft_mean_s > 0.0 && m.blocking >= 0.0);
+//!     }
+//! }
+//! ```
+
+mod birth_death;
+pub mod capacity;
+mod ctmc;
+mod erlang;
+mod ggc;
+mod lengths;
+mod little;
+mod mg1;
+mod mm1;
+mod ours;
+mod reference_mmc;
+mod special;
+mod threshold;
+
+pub use birth_death::ReferenceChain;
+pub use capacity::{capacity_bounds, slo_capacity, Bound, CapacityBounds, SloCapacity};
+pub use ctmc::ReferenceCtmc;
+pub use erlang::{erlang_b, erlang_c, Mmc, Mmck};
+pub use ggc::{ca2_from_burstiness, AllenCunneen, Kingman};
+pub use little::Little;
+pub use mg1::Mg1;
+pub use mm1::Mm1;
+pub use ours::Ours;
+pub use reference_mmc::ReferenceMmc;
+pub use threshold::{dp_threshold, Threshold};
+
+use crate::config::SimConfig;
+use crate::error::ConfigError;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why an analytical model cannot be evaluated.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum AnalyticError {
+    /// A parameter is outside the model's domain (negative rate, zero servers, NaN).
+    /// Pass a value inside the stated range.
+    #[error("{name} = {value} is invalid: {why}")]
+    Invalid { name: &'static str, value: f64, why: &'static str },
+    /// The simulation configuration itself is invalid; fix it as the inner error says.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The model does not cover this configuration (policy, KV mode or cost model);
+    /// use another model or the simulator.
+    #[error("{model} does not support {what}")]
+    Unsupported { model: &'static str, what: String },
+    /// A numerical solver did not converge; report it (it should not happen on valid input).
+    #[error("{what} did not converge (residual {residual:e})")]
+    NoConvergence { what: &'static str, residual: f64 },
+}
+
+/// Checks `value` is finite and > 0.
+pub(crate) fn check_positive(name: &'static str, value: f64) -> Result<f64, AnalyticError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(AnalyticError::Invalid { name, value, why: "must be a finite number > 0" })
+    }
+}
+
+/// Checks `value` is finite and ≥ 0.
+pub(crate) fn check_non_negative(name: &'static str, value: f64) -> Result<f64, AnalyticError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(AnalyticError::Invalid { name, value, why: "must be a finite number >= 0" })
+    }
+}
+
+/// Checks a probability level is in (0, 1).
+pub(crate) fn check_level(q: f64) -> Result<f64, AnalyticError> {
+    if q.is_finite() && q > 0.0 && q < 1.0 {
+        Ok(q)
+    } else {
+        Err(AnalyticError::Invalid { name: "quantile level", value: q, why: "must be in (0, 1)" })
+    }
+}
+
+/// Whether a queue has a steady state.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Stability {
+    /// ρ < 1 (or a finite/loss system): a steady state exists.
+    Stable { rho: f64 },
+    /// ρ ≥ 1: the queue grows without bound; waits are infinite, not a number.
+    Unstable { rho: f64 },
+}
+
+impl Stability {
+    /// Classifies an offered utilisation ρ.
+    pub fn of(rho: f64) -> Stability {
+        if rho < 1.0 {
+            Stability::Stable { rho }
+        } else {
+            Stability::Unstable { rho }
+        }
+    }
+
+    /// The utilisation ρ either way.
+    pub fn rho(self) -> f64 {
+        match self {
+            Stability::Stable { rho } | Stability::Unstable { rho } => rho,
+        }
+    }
+
+    pub fn is_stable(self) -> bool {
+        matches!(self, Stability::Stable { .. })
+    }
+}
+
+impl std::fmt::Display for Stability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stability::Stable { rho } => write!(f, "stable: ρ = {rho:.3}"),
+            Stability::Unstable { rho } => write!(f, "unstable: ρ = {rho:.3}"),
+        }
+    }
+}
+
+/// What a server-level model predicts for one configuration (SPEC §3 metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    /// Mean TTFT [s].
+    pub ttft_mean_s: f64,
+    /// Median TTFT [s].
+    pub ttft_p50_s: f64,
+    /// 95th percentile TTFT [s].
+    pub ttft_p95_s: f64,
+    /// 99th percentile TTFT [s].
+    pub ttft_p99_s: f64,
+    /// Mean TPOT [s/token].
+    pub tpot_mean_s: f64,
+    /// Goodput (a): completed requests per second [req/s].
+    pub goodput_rps: f64,
+    /// Blocking probability (rejected / arrivals).
+    pub blocking: f64,
+    /// Utilisation: mean fraction of batch slots busy.
+    pub utilisation: f64,
+    /// Fraction of arrivals meeting TTFT ≤ `slo_ttft_s` and TPOT ≤ `slo_tpot_s` of the
+    /// configuration's [`crate::metrics::MetricsConfig`] (blocked arrivals miss it).
+    pub slo_attainment: f64,
+}
+
+/// A model's answer: metrics, or an explicit statement that the queue is unstable.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Prediction {
+    /// A steady (or finite-horizon) prediction.
+    Stable(Predicted),
+    /// The queue grows without bound at this load ("unstable: ρ = 1.3").
+    Unstable { rho: f64 },
+}
+
+impl Prediction {
+    /// The metrics when stable.
+    pub fn metrics(&self) -> Option<&Predicted> {
+        match self {
+            Prediction::Stable(m) => Some(m),
+            Prediction::Unstable { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Prediction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Prediction::Stable(m) => write!(
+                f,
+                "TTFT mean {:.4} s p99 {:.4} s, goodput {:.3} req/s, blocking {:.4}",
+                m.ttft_mean_s, m.ttft_p99_s, m.goodput_rps, m.blocking
+            ),
+            Prediction::Unstable { rho } => write!(f, "unstable: ρ = {rho:.3}"),
+        }
+    }
+}
+
+/// The server-level models [`predict`] can evaluate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// The reference study's M/M/C baseline.
+    ReferenceMmc,
+    /// The reference study's two-stage birth–death chain.
+    ReferenceChain,
+    /// The reference study's multi-class CTMC.
+    ReferenceCtmc,
+    /// Our model.
+    Ours,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 4] =
+        [ModelKind::ReferenceMmc, ModelKind::ReferenceChain, ModelKind::ReferenceCtmc, ModelKind::Ours];
+
+    /// Short machine name (CSV columns, CLI values).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelKind::ReferenceMmc => "reference_mmc",
+            ModelKind::ReferenceChain => "reference_chain",
+            ModelKind::ReferenceCtmc => "reference_ctmc",
+            ModelKind::Ours => "ours",
+        }
+    }
+
+    /// Human-readable name (legends).
+    pub fn label(self) -> &'static str {
+        match self {
+            ModelKind::ReferenceMmc => "M/M/C baseline (reference)",
+            ModelKind::ReferenceChain => "birth–death chain (reference)",
+            ModelKind::ReferenceCtmc => "multi-class CTMC (reference)",
+            ModelKind::Ours => "kvqueue model",
+        }
+    }
+}
+
+/// Evaluates `model` on `cfg`.
+///
+/// # Errors
+/// [`AnalyticError::Config`] for an invalid configuration, [`AnalyticError::Unsupported`]
+/// when the model does not cover the policy / KV mode / cost model.
+pub fn predict(model: ModelKind, cfg: &SimConfig) -> Result<Prediction, AnalyticError> {
+    cfg.validate()?;
+    match model {
+        ModelKind::ReferenceMmc => Ok(ReferenceMmc::from_config(cfg)?.prediction(cfg)),
+        ModelKind::ReferenceChain => Ok(ReferenceChain::from_config(cfg)?.prediction(cfg)),
+        ModelKind::ReferenceCtmc => Ok(ReferenceCtmc::from_config(cfg)?.prediction(cfg)),
+        ModelKind::Ours => Ours::from_config(cfg)?.prediction(),
+    }
+}
