@@ -1,0 +1,2 @@
+//! Sweep worker (filled in when the engine's simulator lands).
+fn main() {}

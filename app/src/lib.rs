@@ -1,0 +1,13 @@
+//! kvqueue web app: a static Leptos page that sweeps the engine's simulator over arrival
+//! rates (in a Web Worker), overlays analytical models and dropped measurements, and
+//! answers "what capacity meets my SLO, and what limits it".
+//!
+//! Everything but the page glue is plain Rust tested natively: [`params`] (the view and
+//! its URL), [`measured`] (file parsers), [`curves`] (aggregation, CSV, capacity) and
+//! [`chart`] (plotters drawing, generic over the backend).
+
+pub mod chart;
+pub mod curves;
+pub mod measured;
+pub mod metric;
+pub mod params;

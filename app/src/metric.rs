@@ -1,0 +1,141 @@
+//! The metrics a chart can show, read the same way from a simulated or a measured
+//! [`Summary`], with their labels and units.
+
+use engine::metrics::Summary;
+use serde::{Deserialize, Serialize};
+
+/// One plotted metric.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    MeanTtft,
+    P50Ttft,
+    P95Ttft,
+    #[default]
+    P99Ttft,
+    MeanTpot,
+    P99Tpot,
+    MeanE2e,
+    /// Completed requests per second — goodput (a).
+    Goodput,
+    /// Requests meeting both SLOs per second — goodput (b).
+    SloGoodput,
+    Blocking,
+    /// Preemptions per arrival.
+    Preemptions,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 11] = [
+        Metric::MeanTtft,
+        Metric::P50Ttft,
+        Metric::P95Ttft,
+        Metric::P99Ttft,
+        Metric::MeanTpot,
+        Metric::P99Tpot,
+        Metric::MeanE2e,
+        Metric::Goodput,
+        Metric::SloGoodput,
+        Metric::Blocking,
+        Metric::Preemptions,
+    ];
+    /// Number of metrics (length of per-metric arrays).
+    pub const N: usize = Metric::ALL.len();
+
+    /// Position in [`Metric::ALL`].
+    pub fn index(self) -> usize {
+        Metric::ALL.iter().position(|m| *m == self).unwrap_or(0)
+    }
+
+    /// Stable short name (URL and CSV).
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::MeanTtft => "mean_ttft",
+            Metric::P50Ttft => "p50_ttft",
+            Metric::P95Ttft => "p95_ttft",
+            Metric::P99Ttft => "p99_ttft",
+            Metric::MeanTpot => "mean_tpot",
+            Metric::P99Tpot => "p99_tpot",
+            Metric::MeanE2e => "mean_e2e",
+            Metric::Goodput => "goodput",
+            Metric::SloGoodput => "slo_goodput",
+            Metric::Blocking => "blocking",
+            Metric::Preemptions => "preemptions",
+        }
+    }
+
+    pub fn from_key(s: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.key() == s)
+    }
+
+    /// Human label with unit.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::MeanTtft => "mean TTFT [s]",
+            Metric::P50Ttft => "p50 TTFT [s]",
+            Metric::P95Ttft => "p95 TTFT [s]",
+            Metric::P99Ttft => "p99 TTFT [s]",
+            Metric::MeanTpot => "mean TPOT [s]",
+            Metric::P99Tpot => "p99 TPOT [s]",
+            Metric::MeanE2e => "mean E2E latency [s]",
+            Metric::Goodput => "goodput (completed) [req/s]",
+            Metric::SloGoodput => "SLO goodput [req/s]",
+            Metric::Blocking => "blocking probability",
+            Metric::Preemptions => "preemptions per request",
+        }
+    }
+
+    /// CSV column name with unit.
+    pub fn column(self) -> &'static str {
+        match self {
+            Metric::MeanTtft => "mean_ttft_s",
+            Metric::P50Ttft => "p50_ttft_s",
+            Metric::P95Ttft => "p95_ttft_s",
+            Metric::P99Ttft => "p99_ttft_s",
+            Metric::MeanTpot => "mean_tpot_s",
+            Metric::P99Tpot => "p99_tpot_s",
+            Metric::MeanE2e => "mean_e2e_s",
+            Metric::Goodput => "goodput_rps",
+            Metric::SloGoodput => "slo_goodput_rps",
+            Metric::Blocking => "blocking_probability",
+            Metric::Preemptions => "preemptions_per_request",
+        }
+    }
+
+    /// Whether values near zero are the norm (errors then shown as absolute, SPEC §4).
+    pub fn is_fraction(self) -> bool {
+        matches!(self, Metric::Blocking | Metric::Preemptions)
+    }
+
+    /// The metric of one run; `None` when it has no samples.
+    pub fn of(self, s: &Summary) -> Option<f64> {
+        match self {
+            Metric::MeanTtft => s.ttft.mean,
+            Metric::P50Ttft => s.ttft.p50,
+            Metric::P95Ttft => s.ttft.p95,
+            Metric::P99Ttft => s.ttft.p99,
+            Metric::MeanTpot => s.tpot.mean,
+            Metric::P99Tpot => s.tpot.p99,
+            Metric::MeanE2e => s.e2e.mean,
+            Metric::Goodput => Some(s.throughput_rps),
+            Metric::SloGoodput => Some(s.slo_goodput_rps),
+            Metric::Blocking => Some(s.blocking_probability),
+            Metric::Preemptions => {
+                (s.arrivals > 0).then(|| s.preemptions as f64 / s.arrivals.max(1) as f64)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        for m in Metric::ALL {
+            assert_eq!(Metric::from_key(m.key()), Some(m));
+            assert_eq!(Metric::ALL[m.index()], m);
+        }
+    }
+}

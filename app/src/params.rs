@@ -1,0 +1,525 @@
+//! The page's parameters: a flat, URL-friendly description of a study (workload ×
+//! server × cost model × sweep), the presets, and the mapping to engine [`SimConfig`]s.
+//!
+//! The whole view is `Params`: [`Params::to_query`] writes it into a URL query string and
+//! [`Params::from_query`] reads it back (unknown keys ignored, bad values reported and
+//! left at the preset's value), so a shared link reproduces the same view.
+
+use crate::metric::Metric;
+use engine::config::{EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
+use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
+use engine::metrics::MetricsConfig;
+use engine::workload::{ArrivalProcess, LengthDist, MixtureClass, Workload};
+use serde::{Deserialize, Serialize};
+
+/// Arrival process kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Arrivals {
+    #[default]
+    Poisson,
+    Gamma,
+    Deterministic,
+}
+
+/// Length distribution kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lengths {
+    #[default]
+    Lognormal,
+    ShareGpt,
+    Fixed,
+    /// 50 % short 32→64, 50 % long 512→32 (the profiler study's mix).
+    Mixture,
+}
+
+/// Cost model kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cost {
+    #[default]
+    Reference,
+    A10g,
+    Linear,
+}
+
+/// Named presets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    Reference,
+    VllmA10g,
+    Interference,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 3] = [Preset::Reference, Preset::VllmA10g, Preset::Interference];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Preset::Reference => "reference",
+            Preset::VllmA10g => "vllm-a10g",
+            Preset::Interference => "interference",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Preset::Reference => "Reference study (continuous, reserve KV, B=8, K=8192)",
+            Preset::VllmA10g => "vLLM on A10G · Qwen2.5-1.5B · ShareGPT",
+            Preset::Interference => "Profiler interference: short/long mix, prefill stalls decode",
+        }
+    }
+
+    pub fn from_key(s: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.key() == s)
+    }
+
+    pub fn params(self) -> Params {
+        match self {
+            Preset::Reference => Params::default(),
+            Preset::VllmA10g => Params {
+                preset: "vllm-a10g".into(),
+                rates: vec![0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+                rate: 4.0,
+                lengths: Lengths::ShareGpt,
+                policy: Policy::Chunked,
+                max_batch: 128,
+                kv_tokens: 565_904,
+                block_size: 16,
+                token_budget: 2048,
+                kv_mode: KvMode::Paged,
+                cost: Cost::A10g,
+                horizon_s: 120.0,
+                seeds: 3,
+                reference_rules: false,
+                metric: Metric::P99Ttft,
+                ..Params::default()
+            },
+            Preset::Interference => Params {
+                preset: "interference".into(),
+                rates: vec![1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0],
+                rate: 8.0,
+                lengths: Lengths::Mixture,
+                policy: Policy::Continuous,
+                max_batch: 16,
+                kv_tokens: 16384,
+                block_size: 16,
+                kv_mode: KvMode::Paged,
+                horizon_s: 200.0,
+                seeds: 3,
+                reference_rules: false,
+                metric: Metric::P99Tpot,
+                ..Params::default()
+            },
+        }
+    }
+}
+
+/// Every knob of the page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    /// Preset the view started from (informational).
+    pub preset: String,
+    pub arrivals: Arrivals,
+    /// Gamma shape k (c_a² = 1/k).
+    pub burstiness: f64,
+    /// Arrival rates of the sweep [req/s], ascending.
+    pub rates: Vec<f64>,
+    /// The chosen rate for the CDF / time-series / timeline views [req/s].
+    pub rate: f64,
+    pub lengths: Lengths,
+    pub prompt_median: f64,
+    pub prompt_sigma: f64,
+    pub output_median: f64,
+    pub output_sigma: f64,
+    pub fixed_prompt: u32,
+    pub fixed_output: u32,
+    pub policy: Policy,
+    pub max_batch: u32,
+    pub kv_tokens: u64,
+    pub block_size: u32,
+    pub token_budget: u32,
+    pub kv_mode: KvMode,
+    pub cost: Cost,
+    /// Linear cost coefficients [s], [s/token], [s/seq].
+    pub beta0: f64,
+    pub beta_prefill: f64,
+    pub beta_decode: f64,
+    /// Horizon of each run [s].
+    pub horizon_s: f64,
+    pub seeds: u32,
+    /// The reference study's run rules (cut at the horizon, first token after first decode).
+    pub reference_rules: bool,
+    pub slo_ttft_s: f64,
+    pub slo_tpot_s: f64,
+    pub metric: Metric,
+}
+
+impl Default for Params {
+    /// The reference study at B = 8, K = 8192, its eight rates and five seeds.
+    fn default() -> Self {
+        Params {
+            preset: "reference".into(),
+            arrivals: Arrivals::Poisson,
+            burstiness: 1.0,
+            rates: vec![0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0],
+            rate: 4.0,
+            lengths: Lengths::Lognormal,
+            prompt_median: 256.0,
+            prompt_sigma: 0.55,
+            output_median: 128.0,
+            output_sigma: 0.70,
+            fixed_prompt: 256,
+            fixed_output: 128,
+            policy: Policy::Continuous,
+            max_batch: 8,
+            kv_tokens: 8192,
+            block_size: 1,
+            token_budget: 2048,
+            kv_mode: KvMode::Reserve,
+            cost: Cost::Reference,
+            beta0: 0.006,
+            beta_prefill: 8e-5,
+            beta_decode: 5.5e-4,
+            horizon_s: 1000.0,
+            seeds: 5,
+            reference_rules: true,
+            slo_ttft_s: 1.0,
+            slo_tpot_s: 0.05,
+            metric: Metric::P99Ttft,
+        }
+    }
+}
+
+fn policy_key(p: Policy) -> &'static str {
+    p.as_str()
+}
+
+fn policy_from(s: &str) -> Option<Policy> {
+    Policy::ALL.into_iter().find(|p| p.as_str() == s)
+}
+
+impl Arrivals {
+    pub const ALL: [Arrivals; 3] = [Arrivals::Poisson, Arrivals::Gamma, Arrivals::Deterministic];
+    pub fn key(self) -> &'static str {
+        match self {
+            Arrivals::Poisson => "poisson",
+            Arrivals::Gamma => "gamma",
+            Arrivals::Deterministic => "deterministic",
+        }
+    }
+}
+
+impl Lengths {
+    pub const ALL: [Lengths; 4] = [Lengths::Lognormal, Lengths::ShareGpt, Lengths::Fixed, Lengths::Mixture];
+    pub fn key(self) -> &'static str {
+        match self {
+            Lengths::Lognormal => "lognormal",
+            Lengths::ShareGpt => "sharegpt",
+            Lengths::Fixed => "fixed",
+            Lengths::Mixture => "mixture",
+        }
+    }
+}
+
+impl Cost {
+    pub const ALL: [Cost; 3] = [Cost::Reference, Cost::A10g, Cost::Linear];
+    pub fn key(self) -> &'static str {
+        match self {
+            Cost::Reference => "reference",
+            Cost::A10g => "a10g",
+            Cost::Linear => "linear",
+        }
+    }
+}
+
+fn kv_key(k: KvMode) -> &'static str {
+    match k {
+        KvMode::Reserve => "reserve",
+        KvMode::Paged => "paged",
+    }
+}
+
+fn from_keys<T: Copy>(all: &[T], key: fn(T) -> &'static str, s: &str) -> Option<T> {
+    all.iter().copied().find(|x| key(*x) == s)
+}
+
+/// Parses a comma-separated list of positive rates [req/s], sorted and deduplicated.
+///
+/// # Errors
+/// A message naming the bad entry, or saying the list is empty.
+pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => v.push(x),
+            _ => return Err(format!("rate '{part}' is not a positive number")),
+        }
+    }
+    if v.is_empty() {
+        return Err("give at least one arrival rate".into());
+    }
+    if v.len() > 40 {
+        return Err("at most 40 rates".into());
+    }
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    Ok(v)
+}
+
+/// Formats rates as the comma list [`parse_rates`] reads.
+pub fn format_rates(r: &[f64]) -> String {
+    r.iter().map(|x| fmt_num(*x)).collect::<Vec<_>>().join(",")
+}
+
+/// Shortest round-tripping decimal.
+pub fn fmt_num(x: f64) -> String {
+    format!("{x}")
+}
+
+impl Params {
+    /// The engine workload at `rate`.
+    pub fn workload(&self, rate: f64) -> Workload {
+        let arrivals = match self.arrivals {
+            Arrivals::Poisson => ArrivalProcess::Poisson { rate },
+            Arrivals::Gamma => ArrivalProcess::Gamma { rate, burstiness: self.burstiness },
+            Arrivals::Deterministic => ArrivalProcess::Deterministic { rate },
+        };
+        let lengths = match self.lengths {
+            Lengths::Lognormal => LengthDist::Lognormal {
+                prompt_median: self.prompt_median,
+                prompt_sigma: self.prompt_sigma,
+                output_median: self.output_median,
+                output_sigma: self.output_sigma,
+            },
+            Lengths::ShareGpt => LengthDist::sharegpt(),
+            Lengths::Fixed => LengthDist::Fixed { prompt: self.fixed_prompt, output: self.fixed_output },
+            Lengths::Mixture => LengthDist::Mixture {
+                classes: vec![
+                    MixtureClass { weight: 0.5, lengths: LengthDist::Fixed { prompt: 32, output: 64 } },
+                    MixtureClass { weight: 0.5, lengths: LengthDist::Fixed { prompt: 512, output: 32 } },
+                ],
+            },
+        };
+        Workload { arrivals, lengths, max_model_len: None }
+    }
+
+    /// The engine cost model.
+    pub fn cost_model(&self) -> CostModel {
+        match self.cost {
+            Cost::Reference => CostModel::Reference(ReferenceCost::default()),
+            Cost::A10g => CostModel::Table(TableCost::a10g_qwen_1_5b()),
+            Cost::Linear => CostModel::Linear(LinearCost {
+                beta0: self.beta0,
+                beta_prefill: self.beta_prefill,
+                beta_decode: self.beta_decode,
+                beta_kv: 0.0,
+            }),
+        }
+    }
+
+    /// One run's configuration at `rate` and `seed`.
+    pub fn sim_config(&self, rate: f64, seed: u64) -> SimConfig {
+        SimConfig {
+            workload: self.workload(rate),
+            server: ServerConfig {
+                policy: self.policy,
+                max_batch: self.max_batch,
+                kv_tokens: self.kv_tokens,
+                block_size: self.block_size,
+                token_budget: self.token_budget,
+                kv_mode: self.kv_mode,
+                ..ServerConfig::default()
+            },
+            cost: self.cost_model(),
+            horizon_s: self.horizon_s,
+            end: if self.reference_rules { EndRule::Cut } else { EndRule::Drain },
+            first_token: if self.reference_rules { FirstToken::AfterFirstDecode } else { FirstToken::AfterPrefill },
+            metrics: MetricsConfig { slo_ttft_s: self.slo_ttft_s, slo_tpot_s: self.slo_tpot_s, ..MetricsConfig::default() },
+            seed,
+            keep_records: false,
+            timeseries_points: 0,
+        }
+    }
+
+    /// Checks the parameters the way the engine will, plus the page's own limits.
+    ///
+    /// # Errors
+    /// A readable message.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rates.is_empty() {
+            return Err("give at least one arrival rate".into());
+        }
+        if !(1..=50).contains(&self.seeds) {
+            return Err("seeds must be between 1 and 50".into());
+        }
+        if !(self.horizon_s > 0.0 && self.horizon_s <= 100_000.0) {
+            return Err("horizon must be in (0, 100000] s".into());
+        }
+        for r in self.rates.iter().chain([&self.rate]) {
+            self.sim_config(*r, 0).validate().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The URL query string (without `?`) that reproduces this view.
+    pub fn to_query(&self) -> String {
+        let mut q: Vec<(&str, String)> = vec![
+            ("preset", self.preset.clone()),
+            ("arr", self.arrivals.key().into()),
+            ("k", fmt_num(self.burstiness)),
+            ("rates", format_rates(&self.rates)),
+            ("rate", fmt_num(self.rate)),
+            ("len", self.lengths.key().into()),
+            ("pm", fmt_num(self.prompt_median)),
+            ("ps", fmt_num(self.prompt_sigma)),
+            ("om", fmt_num(self.output_median)),
+            ("os", fmt_num(self.output_sigma)),
+            ("fp", self.fixed_prompt.to_string()),
+            ("fo", self.fixed_output.to_string()),
+            ("policy", policy_key(self.policy).into()),
+            ("B", self.max_batch.to_string()),
+            ("K", self.kv_tokens.to_string()),
+            ("block", self.block_size.to_string()),
+            ("budget", self.token_budget.to_string()),
+            ("kv", kv_key(self.kv_mode).into()),
+            ("cost", self.cost.key().into()),
+            ("b0", fmt_num(self.beta0)),
+            ("bp", fmt_num(self.beta_prefill)),
+            ("bd", fmt_num(self.beta_decode)),
+            ("T", fmt_num(self.horizon_s)),
+            ("seeds", self.seeds.to_string()),
+            ("refrules", (self.reference_rules as u8).to_string()),
+            ("slo_ttft", fmt_num(self.slo_ttft_s)),
+            ("slo_tpot", fmt_num(self.slo_tpot_s)),
+            ("metric", self.metric.key().into()),
+        ];
+        q.retain(|(_, v)| !v.is_empty());
+        q.iter().map(|(k, v)| format!("{k}={}", v.replace(',', "%2C"))).collect::<Vec<_>>().join("&")
+    }
+
+    /// Reads a query string (with or without `?`). Starts from the named preset (or the
+    /// default), then applies every recognised key.
+    ///
+    /// Returns the parameters and a list of problems (bad values are skipped, not fatal).
+    pub fn from_query(query: &str) -> (Params, Vec<String>) {
+        let query = query.trim_start_matches('?');
+        let pairs: Vec<(String, String)> = query
+            .split('&')
+            .filter(|s| !s.is_empty())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                (k.to_string(), v.replace("%2C", ",").replace("%2c", ","))
+            })
+            .collect();
+        let mut p = pairs
+            .iter()
+            .find(|(k, _)| k == "preset")
+            .and_then(|(_, v)| Preset::from_key(v))
+            .map(Preset::params)
+            .unwrap_or_default();
+        let mut errs = Vec::new();
+        for (k, v) in &pairs {
+            let ok = p.set(k, v);
+            if !ok {
+                errs.push(format!("ignored URL parameter {k}={v}"));
+            }
+        }
+        (p, errs)
+    }
+
+    /// Sets one parameter by its URL key; false if the key or value is not understood.
+    pub fn set(&mut self, key: &str, v: &str) -> bool {
+        fn f(v: &str) -> Option<f64> {
+            v.parse::<f64>().ok().filter(|x| x.is_finite())
+        }
+        fn u<T: std::str::FromStr>(v: &str) -> Option<T> {
+            v.parse::<T>().ok()
+        }
+        macro_rules! put {
+            ($field:expr, $val:expr) => {
+                match $val {
+                    Some(x) => {
+                        $field = x;
+                        true
+                    }
+                    None => false,
+                }
+            };
+        }
+        match key {
+            "preset" => {
+                self.preset = v.to_string();
+                true
+            }
+            "arr" => put!(self.arrivals, from_keys(&Arrivals::ALL, Arrivals::key, v)),
+            "k" => put!(self.burstiness, f(v)),
+            "rates" => put!(self.rates, parse_rates(v).ok()),
+            "rate" => put!(self.rate, f(v).filter(|x| *x > 0.0)),
+            "len" => put!(self.lengths, from_keys(&Lengths::ALL, Lengths::key, v)),
+            "pm" => put!(self.prompt_median, f(v)),
+            "ps" => put!(self.prompt_sigma, f(v)),
+            "om" => put!(self.output_median, f(v)),
+            "os" => put!(self.output_sigma, f(v)),
+            "fp" => put!(self.fixed_prompt, u(v)),
+            "fo" => put!(self.fixed_output, u(v)),
+            "policy" => put!(self.policy, policy_from(v)),
+            "B" => put!(self.max_batch, u(v)),
+            "K" => put!(self.kv_tokens, u(v)),
+            "block" => put!(self.block_size, u(v)),
+            "budget" => put!(self.token_budget, u(v)),
+            "kv" => put!(self.kv_mode, from_keys(&[KvMode::Reserve, KvMode::Paged], kv_key, v)),
+            "cost" => put!(self.cost, from_keys(&Cost::ALL, Cost::key, v)),
+            "b0" => put!(self.beta0, f(v)),
+            "bp" => put!(self.beta_prefill, f(v)),
+            "bd" => put!(self.beta_decode, f(v)),
+            "T" => put!(self.horizon_s, f(v)),
+            "seeds" => put!(self.seeds, u(v)),
+            "refrules" => put!(self.reference_rules, matches!(v, "0" | "1").then_some(v == "1")),
+            "slo_ttft" => put!(self.slo_ttft_s, f(v)),
+            "slo_tpot" => put!(self.slo_tpot_s, f(v)),
+            "metric" => put!(self.metric, Metric::from_key(v)),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_round_trips_for_every_preset() {
+        for preset in Preset::ALL {
+            let mut p = preset.params();
+            p.rates = vec![0.25, 1.5, 3.0];
+            p.max_batch = 12;
+            p.metric = Metric::Blocking;
+            let (back, errs) = Params::from_query(&format!("?{}", p.to_query()));
+            assert!(errs.is_empty(), "{errs:?}");
+            assert_eq!(back, p);
+        }
+    }
+
+    #[test]
+    fn bad_query_values_are_reported_and_skipped() {
+        let (p, errs) = Params::from_query("B=abc&rates=1,x&zzz=1&K=4096");
+        assert_eq!(p.max_batch, Params::default().max_batch);
+        assert_eq!(p.kv_tokens, 4096);
+        assert_eq!(errs.len(), 3);
+    }
+
+    #[test]
+    fn presets_validate() {
+        for preset in Preset::ALL {
+            preset.params().validate().unwrap();
+        }
+        let p = Params::default();
+        assert_eq!(p.sim_config(1.0, 0), SimConfig::reference(1.0, 8, 8192));
+    }
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(parse_rates("3, 1,2,2").unwrap(), vec![1.0, 2.0, 3.0]);
+        assert!(parse_rates("").is_err());
+        assert!(parse_rates("1,-2").is_err());
+    }
+}
