@@ -43,7 +43,10 @@ pub enum ClientError {
     Unreachable { url: String, why: String },
     /// The requested model is not in `/v1/models`.
     #[error("the server does not serve model '{model}'; it serves: {available:?} (pass one with --model)")]
-    UnknownModel { model: String, available: Vec<String> },
+    UnknownModel {
+        model: String,
+        available: Vec<String>,
+    },
     /// `/v1/models` lists nothing.
     #[error("the server at {0} lists no models under /v1/models")]
     NoModels(String),
@@ -52,7 +55,11 @@ pub enum ClientError {
     ContextTooSmall { need: u64, ctx: u64 },
     /// Non-success HTTP status on a pre-flight call.
     #[error("{what}: HTTP {status}: {body}")]
-    Http { what: String, status: u16, body: String },
+    Http {
+        what: String,
+        status: u16,
+        body: String,
+    },
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -182,7 +189,12 @@ impl Endpoint {
     /// # Errors
     /// [`ClientError::Unreachable`], [`ClientError::UnknownModel`], [`ClientError::NoModels`].
     pub async fn connect(cfg: &EndpointConfig) -> Result<Endpoint, ClientError> {
-        let base = cfg.url.trim_end_matches('/').trim_end_matches("/v1").trim_end_matches('/').to_string();
+        let base = cfg
+            .url
+            .trim_end_matches('/')
+            .trim_end_matches("/v1")
+            .trim_end_matches('/')
+            .to_string();
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(1024)
@@ -202,21 +214,42 @@ impl Endpoint {
         };
         let models = match ep.get_json("/v1/models").await {
             Ok(v) => v,
-            Err(ClientError::Other(why)) => return Err(ClientError::Unreachable { url: base, why }),
+            Err(ClientError::Other(why)) => {
+                return Err(ClientError::Unreachable { url: base, why })
+            }
             Err(e) => return Err(e),
         };
-        let data = models.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
-        let ids: Vec<String> = data.iter().filter_map(|m| m.get("id")?.as_str().map(str::to_string)).collect();
+        let data = models
+            .get("data")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let ids: Vec<String> = data
+            .iter()
+            .filter_map(|m| m.get("id")?.as_str().map(str::to_string))
+            .collect();
         ep.model = match &cfg.model {
             Some(m) if ids.contains(m) => m.clone(),
-            Some(m) => return Err(ClientError::UnknownModel { model: m.clone(), available: ids }),
-            None => ids.first().cloned().ok_or_else(|| ClientError::NoModels(base.clone()))?,
+            Some(m) => {
+                return Err(ClientError::UnknownModel {
+                    model: m.clone(),
+                    available: ids,
+                })
+            }
+            None => ids
+                .first()
+                .cloned()
+                .ok_or_else(|| ClientError::NoModels(base.clone()))?,
         };
-        let max_model_len =
-            data.iter().find(|m| m.get("id").and_then(Value::as_str) == Some(&ep.model)).and_then(|m| m.get("max_model_len")?.as_u64());
+        let max_model_len = data
+            .iter()
+            .find(|m| m.get("id").and_then(Value::as_str) == Some(&ep.model))
+            .and_then(|m| m.get("max_model_len")?.as_u64());
         if let Ok(props) = ep.get_json("/props").await {
             ep.kind = ServerKind::LlamaCpp;
-            ep.context_tokens = props.pointer("/default_generation_settings/n_ctx").and_then(Value::as_u64);
+            ep.context_tokens = props
+                .pointer("/default_generation_settings/n_ctx")
+                .and_then(Value::as_u64);
         } else if ep.get_json("/version").await.is_ok() {
             ep.kind = ServerKind::Vllm;
             ep.context_tokens = max_model_len;
@@ -239,7 +272,8 @@ impl Endpoint {
     /// [`ClientError::Other`] on transport errors, [`ClientError::Http`] on a bad status.
     pub async fn get_json(&self, path: &str) -> Result<Value, ClientError> {
         let text = self.get_text(path).await?;
-        serde_json::from_str(&text).map_err(|e| ClientError::Other(format!("{path}: not JSON: {e}")))
+        serde_json::from_str(&text)
+            .map_err(|e| ClientError::Other(format!("{path}: not JSON: {e}")))
     }
 
     /// GET a text document (e.g. `/metrics`).
@@ -254,9 +288,16 @@ impl Endpoint {
             .await
             .map_err(|e| ClientError::Other(describe(&e)))?;
         let status = resp.status();
-        let body = resp.text().await.map_err(|e| ClientError::Other(describe(&e)))?;
+        let body = resp
+            .text()
+            .await
+            .map_err(|e| ClientError::Other(describe(&e)))?;
         if !status.is_success() {
-            return Err(ClientError::Http { what: format!("GET {path}"), status: status.as_u16(), body: error_message(&body) });
+            return Err(ClientError::Http {
+                what: format!("GET {path}"),
+                status: status.as_u16(),
+                body: error_message(&body),
+            });
         }
         Ok(body)
     }
@@ -275,20 +316,31 @@ impl Endpoint {
     /// Tokenizes with the server's `/tokenize` (llama.cpp, vLLM), counting the special
     /// tokens a completion adds (BOS). `None` if the server has no such route.
     pub async fn tokenize_count(&self, text: &str) -> Option<usize> {
-        let body = json!({"content": text, "prompt": text, "model": self.model, "add_special": true});
-        let resp = self.auth(self.http.post(format!("{}/tokenize", self.base))).json(&body).send().await.ok()?;
+        let body =
+            json!({"content": text, "prompt": text, "model": self.model, "add_special": true});
+        let resp = self
+            .auth(self.http.post(format!("{}/tokenize", self.base)))
+            .json(&body)
+            .send()
+            .await
+            .ok()?;
         if !resp.status().is_success() {
             return None;
         }
         let v: Value = resp.json().await.ok()?;
-        v.get("tokens").and_then(Value::as_array).map(Vec::len).or_else(|| v.get("count")?.as_u64().map(|c| c as usize))
+        v.get("tokens")
+            .and_then(Value::as_array)
+            .map(Vec::len)
+            .or_else(|| v.get("count")?.as_u64().map(|c| c as usize))
     }
 
     /// The JSON body of a streamed generation request.
     pub fn body(&self, prompt: &str, max_tokens: u32) -> Value {
         let mut b = match self.api {
             Api::Completions => json!({"model": self.model, "prompt": prompt}),
-            Api::Chat => json!({"model": self.model, "messages": [{"role": "user", "content": prompt}]}),
+            Api::Chat => {
+                json!({"model": self.model, "messages": [{"role": "user", "content": prompt}]})
+            }
         };
         b["max_tokens"] = json!(max_tokens);
         b["stream"] = json!(true);
@@ -330,7 +382,9 @@ impl Endpoint {
     }
 
     async fn stream_inner(&self, t0: Instant, body: &Value, st: &mut StreamResult) {
-        let rb = self.auth(self.http.post(format!("{}{}", self.base, self.route()))).json(body);
+        let rb = self
+            .auth(self.http.post(format!("{}{}", self.base, self.route())))
+            .json(body);
         st.sent_s = t0.elapsed().as_secs_f64();
         let resp = match rb.send().await {
             Ok(r) => r,
@@ -342,7 +396,11 @@ impl Endpoint {
         let status = resp.status();
         if !status.is_success() {
             let text = resp.text().await.unwrap_or_default();
-            st.error = Some(format!("HTTP {}: {}", status.as_u16(), error_message(&text)));
+            st.error = Some(format!(
+                "HTTP {}: {}",
+                status.as_u16(),
+                error_message(&text)
+            ));
             return;
         }
         let chat = self.api == Api::Chat;
@@ -363,12 +421,21 @@ impl Endpoint {
                     done = true;
                     return;
                 }
-                let Ok(v) = serde_json::from_str::<Value>(data) else { return };
+                let Ok(v) = serde_json::from_str::<Value>(data) else {
+                    return;
+                };
                 if let Some(e) = v.get("error") {
-                    st.error = Some(format!("server error in stream: {}", error_message(&e.to_string())));
+                    st.error = Some(format!(
+                        "server error in stream: {}",
+                        error_message(&e.to_string())
+                    ));
                 }
                 if let Some(c) = v.pointer("/choices/0") {
-                    let text = if chat { c.pointer("/delta/content") } else { c.get("text") };
+                    let text = if chat {
+                        c.pointer("/delta/content")
+                    } else {
+                        c.get("text")
+                    };
                     if text.and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
                         st.token_chunk_s.push(now);
                     }
@@ -378,14 +445,24 @@ impl Endpoint {
                 }
                 if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
                     st.usage = Some(Usage {
-                        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32,
-                        completion_tokens: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0) as u32,
+                        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0)
+                            as u32,
+                        completion_tokens: u
+                            .get("completion_tokens")
+                            .and_then(Value::as_u64)
+                            .unwrap_or(0) as u32,
                     });
                 }
                 if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
                     st.timings = Some(ServerTimings {
-                        prompt_ms: t.get("prompt_ms").and_then(Value::as_f64).unwrap_or(f64::NAN),
-                        predicted_ms: t.get("predicted_ms").and_then(Value::as_f64).unwrap_or(f64::NAN),
+                        prompt_ms: t
+                            .get("prompt_ms")
+                            .and_then(Value::as_f64)
+                            .unwrap_or(f64::NAN),
+                        predicted_ms: t
+                            .get("predicted_ms")
+                            .and_then(Value::as_f64)
+                            .unwrap_or(f64::NAN),
                     });
                 }
             });
@@ -394,7 +471,10 @@ impl Endpoint {
             }
         }
         if !done && st.error.is_none() {
-            st.error = Some(format!("stream cut: ended before [DONE] after {} chunks", st.token_chunk_s.len()));
+            st.error = Some(format!(
+                "stream cut: ended before [DONE] after {} chunks",
+                st.token_chunk_s.len()
+            ));
         }
     }
 }
@@ -417,8 +497,9 @@ pub struct PromptBuilder {
 }
 
 const WORDS: &[&str] = &[
-    "the", "queue", "server", "batch", "token", "cache", "block", "prefill", "decode", "stream", "arrival", "rate",
-    "latency", "model", "memory", "request", "slot", "kernel", "page", "step", "load", "time", "first", "output",
+    "the", "queue", "server", "batch", "token", "cache", "block", "prefill", "decode", "stream",
+    "arrival", "rate", "latency", "model", "memory", "request", "slot", "kernel", "page", "step",
+    "load", "time", "first", "output",
 ];
 
 impl PromptBuilder {
@@ -432,7 +513,12 @@ impl PromptBuilder {
             corpus.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
             corpus.push(' ');
         }
-        PromptBuilder { corpus: corpus.chars().collect(), chars_per_token, cache: BTreeMap::new(), tokenized: false }
+        PromptBuilder {
+            corpus: corpus.chars().collect(),
+            chars_per_token,
+            cache: BTreeMap::new(),
+            tokenized: false,
+        }
     }
 
     fn text(&self, offset: usize, chars: usize) -> String {
@@ -442,17 +528,26 @@ impl PromptBuilder {
 
     /// Calibrates every length in `tokens` with the server's tokenizer (if it has one).
     /// Returns whether a tokenizer was used.
-    pub async fn calibrate(&mut self, ep: &Endpoint, tokens: impl IntoIterator<Item = u32>) -> bool {
-        let Some(empty) = ep.tokenize_count("").await else { return false };
+    pub async fn calibrate(
+        &mut self,
+        ep: &Endpoint,
+        tokens: impl IntoIterator<Item = u32>,
+    ) -> bool {
+        let Some(empty) = ep.tokenize_count("").await else {
+            return false;
+        };
         self.tokenized = true;
         for n in tokens {
             if self.cache.contains_key(&n) {
                 continue;
             }
             let want = n as usize;
-            let mut chars = ((want.saturating_sub(empty)) as f64 * self.chars_per_token).round() as usize;
+            let mut chars =
+                ((want.saturating_sub(empty)) as f64 * self.chars_per_token).round() as usize;
             for _ in 0..8 {
-                let Some(got) = ep.tokenize_count(&self.text(0, chars)).await else { break };
+                let Some(got) = ep.tokenize_count(&self.text(0, chars)).await else {
+                    break;
+                };
                 if got == want {
                     break;
                 }
@@ -468,10 +563,16 @@ impl PromptBuilder {
 
     /// The prompt for request `id` with `tokens` tokens.
     pub fn prompt(&self, id: u64, tokens: u32) -> String {
-        let chars = self.cache.get(&tokens).copied().unwrap_or_else(|| (tokens as f64 * self.chars_per_token).round() as usize);
+        let chars = self
+            .cache
+            .get(&tokens)
+            .copied()
+            .unwrap_or_else(|| (tokens as f64 * self.chars_per_token).round() as usize);
         let offset = (id as usize).wrapping_mul(7919) % self.corpus.len();
         // start at a word boundary so the tokenisation matches the calibration closely
-        let start = (offset..offset + 64).find(|&i| self.corpus[i % self.corpus.len()] == ' ').map_or(offset, |i| i + 1);
+        let start = (offset..offset + 64)
+            .find(|&i| self.corpus[i % self.corpus.len()] == ' ')
+            .map_or(offset, |i| i + 1);
         // calibration used offset 0; the rotation only changes which words appear
         self.text(start, chars)
     }

@@ -47,7 +47,10 @@ pub enum FitError {
     #[error("the fitted model is invalid: {0}")]
     Invalid(String),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Both fitted models and how well the linear one fits.
@@ -81,11 +84,12 @@ fn solve(rows: &[([f64; 3], f64, f64)], free: &[bool; 3]) -> Option<[f64; 3]> {
             return None;
         }
         a.swap(col, p);
-        for r in 0..k {
+        let pivot = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != col {
-                let f = a[r][col] / a[col][col];
-                for c in col..=k {
-                    a[r][c] -= f * a[col][c];
+                let f = row[col] / pivot[col];
+                for (x, pv) in row.iter_mut().zip(&pivot).skip(col) {
+                    *x -= f * pv;
                 }
             }
         }
@@ -102,7 +106,10 @@ fn nonneg_fit(rows: &[([f64; 3], f64, f64)]) -> Option<[f64; 3]> {
     let mut free = [true; 3];
     loop {
         let beta = solve(rows, &free)?;
-        match (0..3).filter(|&i| free[i] && beta[i] < 0.0).min_by(|&i, &j| beta[i].total_cmp(&beta[j])) {
+        match (0..3)
+            .filter(|&i| free[i] && beta[i] < 0.0)
+            .min_by(|&i, &j| beta[i].total_cmp(&beta[j]))
+        {
             Some(i) => free[i] = false,
             None => return Some(beta),
         }
@@ -118,13 +125,30 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     let mut prefill: Vec<(f64, f64)> = mb
         .prefill
         .iter()
-        .map(|p| (p.prompt_tokens as f64, if server_prefill { p.server_prompt_s.unwrap_or(p.latency_s) } else { p.latency_s }))
+        .map(|p| {
+            (
+                p.prompt_tokens as f64,
+                if server_prefill {
+                    p.server_prompt_s.unwrap_or(p.latency_s)
+                } else {
+                    p.latency_s
+                },
+            )
+        })
         .filter(|p| p.1.is_finite() && p.1 > 0.0)
         .collect();
-    let mut decode: Vec<(f64, f64)> =
-        mb.decode.iter().map(|d| (d.streams as f64, d.step_s)).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
+    let mut decode: Vec<(f64, f64)> = mb
+        .decode
+        .iter()
+        .map(|d| (d.streams as f64, d.step_s))
+        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+        .collect();
     if prefill.is_empty() || decode.is_empty() {
-        return Err(FitError::TooFew(format!("{} prefill and {} decode points", prefill.len(), decode.len())));
+        return Err(FitError::TooFew(format!(
+            "{} prefill and {} decode points",
+            prefill.len(),
+            decode.len()
+        )));
     }
     for pts in [&mut prefill, &mut decode] {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -137,22 +161,43 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             }
         });
     }
-    let table = CostModel::Table(TableCost { decode: decode.clone(), prefill: prefill.clone() });
-    table.validate().map_err(|e| FitError::Invalid(e.to_string()))?;
+    let table = CostModel::Table(TableCost {
+        decode: decode.clone(),
+        prefill: prefill.clone(),
+    });
+    table
+        .validate()
+        .map_err(|e| FitError::Invalid(e.to_string()))?;
 
     let mut rows: Vec<([f64; 3], f64, f64)> = Vec::new();
     rows.extend(prefill.iter().map(|&(t, y)| ([1.0, t, 0.0], y, 1.0 / y)));
     rows.extend(decode.iter().map(|&(n, y)| ([1.0, 0.0, n], y, 1.0 / y)));
     if rows.len() < 3 {
-        return Err(FitError::TooFew(format!("{} points for 3 coefficients", rows.len())));
+        return Err(FitError::TooFew(format!(
+            "{} points for 3 coefficients",
+            rows.len()
+        )));
     }
-    let b = nonneg_fit(&rows).ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
-    let linear = CostModel::Linear(LinearCost { beta0: b[0], beta_prefill: b[1], beta_decode: b[2], beta_kv: 0.0 });
-    linear.validate().map_err(|e| FitError::Invalid(e.to_string()))?;
+    let b =
+        nonneg_fit(&rows).ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
+    let linear = CostModel::Linear(LinearCost {
+        beta0: b[0],
+        beta_prefill: b[1],
+        beta_decode: b[2],
+        beta_kv: 0.0,
+    });
+    linear
+        .validate()
+        .map_err(|e| FitError::Invalid(e.to_string()))?;
     let mut residuals = Vec::new();
     let mut sq = 0.0;
     for &(t, y) in &prefill {
-        let m = linear.iteration(&BatchShape { running: 1, prefill_tokens: t as u64, prefill_seqs: 1, ..BatchShape::default() });
+        let m = linear.iteration(&BatchShape {
+            running: 1,
+            prefill_tokens: t as u64,
+            prefill_seqs: 1,
+            ..BatchShape::default()
+        });
         sq += ((m - y) / y).powi(2);
         residuals.push(("prefill_tokens".to_string(), t, y, m));
     }
@@ -161,7 +206,12 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         sq += ((m - y) / y).powi(2);
         residuals.push(("decode_streams".to_string(), n, y, m));
     }
-    Ok(Fit { table, linear, linear_rel_rms: (sq / residuals.len() as f64).sqrt(), residuals })
+    Ok(Fit {
+        table,
+        linear,
+        linear_rel_rms: (sq / residuals.len() as f64).sqrt(),
+        residuals,
+    })
 }
 
 /// Reads a microbenchmark JSON.
@@ -169,8 +219,14 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
 /// # Errors
 /// [`FitError::Input`].
 pub fn read_microbench(path: &Path) -> Result<MicrobenchResult, FitError> {
-    let text = std::fs::read_to_string(path).map_err(|e| FitError::Input { path: path.into(), why: e.to_string() })?;
-    serde_json::from_str(&text).map_err(|e| FitError::Input { path: path.into(), why: format!("not a microbench JSON: {e}") })
+    let text = std::fs::read_to_string(path).map_err(|e| FitError::Input {
+        path: path.into(),
+        why: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| FitError::Input {
+        path: path.into(),
+        why: format!("not a microbench JSON: {e}"),
+    })
 }
 
 /// Writes `out` (both models) and `<stem>.table.json`, `<stem>.linear.json`.
@@ -180,7 +236,10 @@ pub fn read_microbench(path: &Path) -> Result<MicrobenchResult, FitError> {
 pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitError> {
     let put = |path: PathBuf, v: serde_json::Value| -> Result<PathBuf, FitError> {
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        std::fs::write(&path, text).map_err(|source| FitError::Io { path: path.clone(), source })?;
+        std::fs::write(&path, text).map_err(|source| FitError::Io {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     };
     let stem = out.with_extension("");
@@ -191,8 +250,14 @@ pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitErro
     });
     Ok(vec![
         put(out.to_path_buf(), both)?,
-        put(PathBuf::from(format!("{}.table.json", stem.display())), json!(f.table))?,
-        put(PathBuf::from(format!("{}.linear.json", stem.display())), json!(f.linear))?,
+        put(
+            PathBuf::from(format!("{}.table.json", stem.display())),
+            json!(f.table),
+        )?,
+        put(
+            PathBuf::from(format!("{}.linear.json", stem.display())),
+            json!(f.linear),
+        )?,
     ])
 }
 
@@ -244,8 +309,14 @@ mod tests {
     #[test]
     fn recovers_exact_linear_coefficients() {
         let f = fit(&mb(), false).unwrap();
-        let CostModel::Linear(l) = f.linear else { panic!() };
-        assert!((l.beta0 - 0.002).abs() < 1e-9 && (l.beta_prefill - 4e-4).abs() < 1e-12 && (l.beta_decode - 0.0012).abs() < 1e-9);
+        let CostModel::Linear(l) = f.linear else {
+            panic!()
+        };
+        assert!(
+            (l.beta0 - 0.002).abs() < 1e-9
+                && (l.beta_prefill - 4e-4).abs() < 1e-12
+                && (l.beta_decode - 0.0012).abs() < 1e-9
+        );
         assert!(f.linear_rel_rms < 1e-9);
         let back: CostModel = serde_json::from_value(json!(f.table)).unwrap();
         back.validate().unwrap();

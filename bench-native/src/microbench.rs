@@ -117,7 +117,10 @@ fn median(v: &[f64]) -> Option<f64> {
 ///
 /// # Errors
 /// Pre-flight failures, or a request that fails (a microbenchmark with holes is useless).
-pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<MicrobenchResult, RunError> {
+pub async fn microbench(
+    cfg: &MicrobenchConfig,
+    pb: &ProgressBar,
+) -> Result<MicrobenchResult, RunError> {
     let ep = Endpoint::connect(&cfg.endpoint).await?;
     let longest = cfg.prompt_lengths.iter().copied().max().unwrap_or(1) as u64 + 1;
     ep.check_fits(longest.max(cfg.decode_prompt as u64 + cfg.decode_tokens as u64))?;
@@ -131,7 +134,13 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
     pb.set_length((cfg.prompt_lengths.len() * cfg.repeats + cfg.streams.len()) as u64);
     let t0 = Instant::now();
     // warm-up
-    let _ = ep.stream(t0, &ep.body(&prompts.prompt(u64::MAX, cfg.decode_prompt), 4), cfg.timeout).await;
+    let _ = ep
+        .stream(
+            t0,
+            &ep.body(&prompts.prompt(u64::MAX, cfg.decode_prompt), 4),
+            cfg.timeout,
+        )
+        .await;
 
     let mut prefill = Vec::new();
     let mut id = 0u64;
@@ -142,7 +151,9 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
             let body = ep.body(&prompts.prompt(id, len), 1);
             let res = ep.stream(t0, &body, cfg.timeout).await;
             if let Some(e) = res.error {
-                return Err(RunError::Invalid(format!("prefill of {len} tokens failed: {e}")));
+                return Err(RunError::Invalid(format!(
+                    "prefill of {len} tokens failed: {e}"
+                )));
             }
             let first = res.token_chunk_s.first().copied().ok_or_else(|| {
                 RunError::Invalid(format!("prefill of {len} tokens: the server sent no token"))
@@ -157,7 +168,12 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
             pb.inc(1);
         }
         let latency_s = median(&samples).unwrap_or(f64::NAN);
-        prefill.push(PrefillPoint { prompt_tokens: used, latency_s, samples_s: samples, server_prompt_s: median(&server) });
+        prefill.push(PrefillPoint {
+            prompt_tokens: used,
+            latency_s,
+            samples_s: samples,
+            server_prompt_s: median(&server),
+        });
     }
 
     let mut decode = Vec::new();
@@ -167,18 +183,28 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
             id += 1;
             let body = ep.body(&prompts.prompt(id, cfg.decode_prompt), cfg.decode_tokens);
             let (ep, timeout) = (ep.clone(), cfg.timeout);
-            tasks.push(tokio::spawn(async move { ep.stream(t0, &body, timeout).await }));
+            tasks.push(tokio::spawn(
+                async move { ep.stream(t0, &body, timeout).await },
+            ));
         }
         let mut results = Vec::new();
         for t in tasks {
             let r = t.await.map_err(|e| RunError::Invalid(e.to_string()))?;
             if let Some(e) = &r.error {
-                return Err(RunError::Invalid(format!("decode with {n} streams failed: {e}")));
+                return Err(RunError::Invalid(format!(
+                    "decode with {n} streams failed: {e}"
+                )));
             }
             results.push(r);
         }
-        let start = results.iter().filter_map(|r| r.token_chunk_s.first().copied()).fold(f64::MIN, f64::max);
-        let end = results.iter().filter_map(|r| r.token_chunk_s.last().copied()).fold(f64::MAX, f64::min);
+        let start = results
+            .iter()
+            .filter_map(|r| r.token_chunk_s.first().copied())
+            .fold(f64::MIN, f64::max);
+        let end = results
+            .iter()
+            .filter_map(|r| r.token_chunk_s.last().copied())
+            .fold(f64::MAX, f64::min);
         let mut gaps = Vec::new();
         for r in &results {
             for w in r.token_chunk_s.windows(2) {
@@ -189,7 +215,10 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
         }
         if gaps.is_empty() {
             // streams did not overlap enough: fall back to every gap
-            gaps = results.iter().flat_map(|r| r.token_chunk_s.windows(2).map(|w| w[1] - w[0])).collect();
+            gaps = results
+                .iter()
+                .flat_map(|r| r.token_chunk_s.windows(2).map(|w| w[1] - w[0]))
+                .collect();
         }
         let step_s = gaps.iter().sum::<f64>() / gaps.len().max(1) as f64;
         let context = n as f64 * (cfg.decode_prompt as f64 + cfg.decode_tokens as f64 / 2.0);
@@ -203,7 +232,11 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
         pb.inc(1);
     }
     pb.finish_and_clear();
-    Ok(MicrobenchResult { prefill, decode, metadata })
+    Ok(MicrobenchResult {
+        prefill,
+        decode,
+        metadata,
+    })
 }
 
 /// Writes the JSON and a CSV (`curve,x,latency_s,extra_s`) with the same stem.
@@ -211,23 +244,43 @@ pub async fn microbench(cfg: &MicrobenchConfig, pb: &ProgressBar) -> Result<Micr
 /// # Errors
 /// File errors.
 pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError> {
-    let io = |source| RunError::Io { path: path.to_path_buf(), source };
+    let io = |source| RunError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let text = serde_json::to_string_pretty(result).map_err(|e| RunError::Invalid(e.to_string()))?;
-    std::fs::write(path, text + "\n").map_err(|source| RunError::Io { path: path.to_path_buf(), source })?;
+    let text =
+        serde_json::to_string_pretty(result).map_err(|e| RunError::Invalid(e.to_string()))?;
+    std::fs::write(path, text + "\n").map_err(|source| RunError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let csv_path = path.with_extension("csv");
     let mut w = csv::Writer::from_path(&csv_path)?;
     w.write_record(["curve", "x", "latency_s", "server_or_p50_s"])?;
     for p in &result.prefill {
         let extra = p.server_prompt_s.map(|x| x.to_string()).unwrap_or_default();
-        w.write_record(["prefill_tokens".to_string(), p.prompt_tokens.to_string(), p.latency_s.to_string(), extra])?;
+        w.write_record([
+            "prefill_tokens".to_string(),
+            p.prompt_tokens.to_string(),
+            p.latency_s.to_string(),
+            extra,
+        ])?;
     }
     for d in &result.decode {
-        w.write_record(["decode_streams".to_string(), d.streams.to_string(), d.step_s.to_string(), d.step_p50_s.to_string()])?;
+        w.write_record([
+            "decode_streams".to_string(),
+            d.streams.to_string(),
+            d.step_s.to_string(),
+            d.step_p50_s.to_string(),
+        ])?;
     }
-    w.flush().map_err(|source| RunError::Io { path: csv_path.clone(), source })?;
+    w.flush().map_err(|source| RunError::Io {
+        path: csv_path.clone(),
+        source,
+    })?;
     Ok(csv_path)
 }
 
@@ -248,10 +301,19 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
     let result = rt.block_on(microbench(&cfg, &pb))?;
     let csv = write(&result, &args.out)?;
     for p in &result.prefill {
-        println!("prefill {:>6} tokens: {:8.2} ms", p.prompt_tokens, p.latency_s * 1e3);
+        println!(
+            "prefill {:>6} tokens: {:8.2} ms",
+            p.prompt_tokens,
+            p.latency_s * 1e3
+        );
     }
     for d in &result.decode {
-        println!("decode  {:>6} streams: {:7.2} ms/step ({} gaps)", d.streams, d.step_s * 1e3, d.gaps);
+        println!(
+            "decode  {:>6} streams: {:7.2} ms/step ({} gaps)",
+            d.streams,
+            d.step_s * 1e3,
+            d.gaps
+        );
     }
     println!("wrote {} and {}", args.out.display(), csv.display());
     Ok(())

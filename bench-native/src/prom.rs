@@ -29,7 +29,9 @@ pub fn parse(text: &str) -> Vec<Sample> {
                 None => continue,
             },
         };
-        let Some(v) = rest.split_whitespace().next() else { continue };
+        let Some(v) = rest.split_whitespace().next() else {
+            continue;
+        };
         let value = match v {
             "+Inf" => f64::INFINITY,
             "-Inf" => f64::NEG_INFINITY,
@@ -38,7 +40,11 @@ pub fn parse(text: &str) -> Vec<Sample> {
                 Err(_) => continue,
             },
         };
-        out.push(Sample { name: name.trim().to_string(), labels: labels.to_string(), value });
+        out.push(Sample {
+            name: name.trim().to_string(),
+            labels: labels.to_string(),
+            value,
+        });
     }
     out
 }
@@ -73,10 +79,17 @@ pub const COLUMNS: [&str; 7] = [
 const SOURCES: [&[&str]; 7] = [
     &["vllm:num_requests_running", "llamacpp:requests_processing"],
     &["vllm:num_requests_waiting", "llamacpp:requests_deferred"],
-    &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "llamacpp:kv_cache_usage_ratio"],
+    &[
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+        "llamacpp:kv_cache_usage_ratio",
+    ],
     &["vllm:num_preemptions_total"],
     &["vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"],
-    &["vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"],
+    &[
+        "vllm:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ],
     &["llamacpp:n_decode_total"],
 ];
 

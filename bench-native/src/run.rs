@@ -104,7 +104,9 @@ impl ServerArgs {
             url: self.url.clone(),
             api: self.api,
             model: self.model.clone(),
-            api_key: std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty()),
+            api_key: std::env::var(&self.api_key_env)
+                .ok()
+                .filter(|k| !k.is_empty()),
             ignore_eos: !self.no_ignore_eos,
             min_tokens: self.min_tokens,
         }
@@ -188,7 +190,10 @@ pub enum RunError {
     #[error("invalid workload: {0}")]
     Config(#[from] engine::ConfigError),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("writing CSV: {0}")]
     Csv(#[from] csv::Error),
     #[error("{0}")]
@@ -196,7 +201,10 @@ pub enum RunError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Io { path: path.to_path_buf(), source }
+    move |source| RunError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// A validated run configuration (what the library entry point takes).
@@ -223,7 +231,10 @@ impl RunConfig {
     /// A small default configuration against `url`, writing to `out_dir` (tests start here).
     pub fn new(url: &str, out_dir: impl Into<PathBuf>) -> RunConfig {
         RunConfig {
-            endpoint: EndpointConfig { url: url.to_string(), ..EndpointConfig::default() },
+            endpoint: EndpointConfig {
+                url: url.to_string(),
+                ..EndpointConfig::default()
+            },
             workload: Workload::default(),
             seed: 0,
             horizon_s: 10.0,
@@ -247,20 +258,32 @@ impl TryFrom<&RunArgs> for RunConfig {
         let workload = match &a.workload {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(io_err(p))?;
-                serde_json::from_str(&text).map_err(|e| RunError::Invalid(format!("{}: not a workload JSON: {e}", p.display())))?
+                serde_json::from_str(&text).map_err(|e| {
+                    RunError::Invalid(format!("{}: not a workload JSON: {e}", p.display()))
+                })?
             }
             None => {
                 let arrivals = match a.arrivals {
                     Arrivals::Poisson => ArrivalProcess::Poisson { rate: a.rate },
-                    Arrivals::Gamma => ArrivalProcess::Gamma { rate: a.rate, burstiness: a.burstiness },
+                    Arrivals::Gamma => ArrivalProcess::Gamma {
+                        rate: a.rate,
+                        burstiness: a.burstiness,
+                    },
                     Arrivals::Deterministic => ArrivalProcess::Deterministic { rate: a.rate },
                 };
                 let lengths = match a.lengths {
                     Lengths::Sharegpt => LengthDist::sharegpt(),
                     Lengths::Reference => LengthDist::reference(),
-                    Lengths::Fixed => LengthDist::Fixed { prompt: a.prompt_tokens, output: a.output_tokens },
+                    Lengths::Fixed => LengthDist::Fixed {
+                        prompt: a.prompt_tokens,
+                        output: a.output_tokens,
+                    },
                 };
-                Workload { arrivals, lengths, max_model_len: a.max_model_len }
+                Workload {
+                    arrivals,
+                    lengths,
+                    max_model_len: a.max_model_len,
+                }
             }
         };
         if !(a.server.timeout > 0.0 && a.server.timeout.is_finite()) {
@@ -286,7 +309,8 @@ impl TryFrom<&RunArgs> for RunConfig {
                 slo_tpot_s: a.slo_tpot,
                 warmup_s: a.warmup_s,
             },
-            metrics_interval: (a.metrics_interval > 0.0).then(|| Duration::from_secs_f64(a.metrics_interval)),
+            metrics_interval: (a.metrics_interval > 0.0)
+                .then(|| Duration::from_secs_f64(a.metrics_interval)),
             out_dir: a.out.clone(),
         })
     }
@@ -339,7 +363,11 @@ impl RequestRow {
             class: self.class,
             arrival_s: self.intended_send_s,
             first_token_s: self.first_token_s,
-            finish_s: if self.outcome == "completed" { self.last_token_s } else { None },
+            finish_s: if self.outcome == "completed" {
+                self.last_token_s
+            } else {
+                None
+            },
             prompt_tokens: self.prompt_tokens.unwrap_or(self.target_prompt_tokens),
             output_tokens: self.completion_tokens.unwrap_or(self.chunks),
             max_gap_s: self.max_gap_s,
@@ -353,7 +381,12 @@ impl RequestRow {
         }
     }
 
-    fn from_result(req: &Request, queue_s: Option<f64>, res: Option<StreamResult>, stall_s: f64) -> RequestRow {
+    fn from_result(
+        req: &Request,
+        queue_s: Option<f64>,
+        res: Option<StreamResult>,
+        stall_s: f64,
+    ) -> RequestRow {
         let mut row = RequestRow {
             id: req.id,
             class: req.class,
@@ -383,7 +416,10 @@ impl RequestRow {
         row.completion_tokens = res.usage.map(|u| u.completion_tokens);
         row.finish_reason = res.finish_reason.unwrap_or_default();
         row.server_prompt_ms = res.timings.map(|t| t.prompt_ms).filter(|x| x.is_finite());
-        row.server_predicted_ms = res.timings.map(|t| t.predicted_ms).filter(|x| x.is_finite());
+        row.server_predicted_ms = res
+            .timings
+            .map(|t| t.predicted_ms)
+            .filter(|x| x.is_finite());
         match res.error {
             Some(e) => {
                 row.outcome = Outcome::Error.as_str().into();
@@ -437,7 +473,12 @@ pub async fn server_metadata(ep: &Endpoint) -> Value {
         "base_url": ep.base, "model": ep.model, "server_kind": ep.kind, "api": ep.api,
         "context_tokens_per_sequence": ep.context_tokens,
     });
-    for (key, path) in [("props", "/props"), ("slots", "/slots"), ("version", "/version"), ("models", "/v1/models")] {
+    for (key, path) in [
+        ("props", "/props"),
+        ("slots", "/slots"),
+        ("version", "/version"),
+        ("models", "/v1/models"),
+    ] {
         if let Ok(v) = ep.get_json(path).await {
             m[key] = v;
         }
@@ -445,7 +486,9 @@ pub async fn server_metadata(ep: &Endpoint) -> Value {
     // KV capacity as the server reports it.
     let mut kv = json!({});
     if let Some(props) = m.get("props") {
-        let n_ctx = props.pointer("/default_generation_settings/n_ctx").and_then(Value::as_u64);
+        let n_ctx = props
+            .pointer("/default_generation_settings/n_ctx")
+            .and_then(Value::as_u64);
         let slots = props.get("total_slots").and_then(Value::as_u64);
         if let (Some(c), Some(s)) = (n_ctx, slots) {
             kv = json!({"block_size": 1, "blocks": c * s, "tokens": c * s, "slots": s, "tokens_per_slot": c,
@@ -469,8 +512,16 @@ pub async fn server_metadata(ep: &Endpoint) -> Value {
     m
 }
 
-async fn scrape_metrics(ep: Endpoint, t0: Instant, every: Duration, path: PathBuf, mut stop: watch::Receiver<bool>) -> usize {
-    let Ok(file) = std::fs::File::create(&path) else { return 0 };
+async fn scrape_metrics(
+    ep: Endpoint,
+    t0: Instant,
+    every: Duration,
+    path: PathBuf,
+    mut stop: watch::Receiver<bool>,
+) -> usize {
+    let Ok(file) = std::fs::File::create(&path) else {
+        return 0;
+    };
     let mut w = csv::Writer::from_writer(file);
     let mut header = vec!["t_s"];
     header.extend(crate::prom::COLUMNS);
@@ -487,10 +538,15 @@ async fn scrape_metrics(ep: Endpoint, t0: Instant, every: Duration, path: PathBu
             _ = stop.changed() => break,
         }
         let t = t0.elapsed().as_secs_f64();
-        let Ok(text) = ep.get_text("/metrics").await else { continue };
+        let Ok(text) = ep.get_text("/metrics").await else {
+            continue;
+        };
         let cols = crate::prom::columns(&crate::prom::parse(&text));
         let mut rec = vec![format!("{t:.3}")];
-        rec.extend(cols.iter().map(|c| c.map(|x| x.to_string()).unwrap_or_default()));
+        rec.extend(
+            cols.iter()
+                .map(|c| c.map(|x| x.to_string()).unwrap_or_default()),
+        );
         if w.write_record(&rec).is_ok() && w.flush().is_ok() {
             n += 1;
         }
@@ -499,7 +555,10 @@ async fn scrape_metrics(ep: Endpoint, t0: Instant, every: Duration, path: PathBu
 }
 
 fn status(pb: &ProgressBar, sent: u64, done: u64, errors: u64) {
-    pb.set_message(format!("{} in flight, {errors} errors", sent.saturating_sub(done)));
+    pb.set_message(format!(
+        "{} in flight, {errors} errors",
+        sent.saturating_sub(done)
+    ));
 }
 
 /// Drives the load described by `cfg` against the server; `stop` resolving (e.g. Ctrl-C)
@@ -508,7 +567,11 @@ fn status(pb: &ProgressBar, sent: u64, done: u64, errors: u64) {
 /// # Errors
 /// Pre-flight failures (unreachable server, unknown model, requests that cannot fit the
 /// server's context, invalid workload) and file errors. Per-request failures are rows.
-pub async fn run_load(cfg: &RunConfig, pb: &ProgressBar, stop: impl Future<Output = ()>) -> Result<RunReport, RunError> {
+pub async fn run_load(
+    cfg: &RunConfig,
+    pb: &ProgressBar,
+    stop: impl Future<Output = ()>,
+) -> Result<RunReport, RunError> {
     let ep = Endpoint::connect(&cfg.endpoint).await?;
     let mut reqs: Vec<Request> = Vec::new();
     for r in cfg.workload.stream(cfg.seed, cfg.horizon_s)? {
@@ -546,20 +609,31 @@ pub async fn run_load(cfg: &RunConfig, pb: &ProgressBar, stop: impl Future<Outpu
     // Warm-up: sequential, not recorded.
     let warm_t0 = Instant::now();
     for (i, r) in reqs.iter().take(cfg.warmup_requests).enumerate() {
-        let body = ep.body(&prompts.prompt(u64::MAX - i as u64, r.prompt), r.output.min(16));
+        let body = ep.body(
+            &prompts.prompt(u64::MAX - i as u64, r.prompt),
+            r.output.min(16),
+        );
         let _ = ep.stream(warm_t0, &body, cfg.timeout).await;
     }
 
     let csv_path = cfg.out_dir.join("requests.csv");
     let file = std::fs::File::create(&csv_path).map_err(io_err(&csv_path))?;
-    let mut writer = csv::WriterBuilder::new().has_headers(false).from_writer(file);
+    let mut writer = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(file);
     writer.write_record(REQUEST_COLUMNS)?;
     writer.flush().map_err(io_err(&csv_path))?;
 
     let t0 = Instant::now() + Duration::from_millis(20);
     let (stop_tx, stop_rx) = watch::channel(false);
     let scraper = cfg.metrics_interval.map(|every| {
-        tokio::spawn(scrape_metrics(ep.clone(), t0, every, cfg.out_dir.join("metrics.csv"), stop_rx.clone()))
+        tokio::spawn(scrape_metrics(
+            ep.clone(),
+            t0,
+            every,
+            cfg.out_dir.join("metrics.csv"),
+            stop_rx.clone(),
+        ))
     });
 
     pb.set_length(reqs.len() as u64);
@@ -580,14 +654,27 @@ pub async fn run_load(cfg: &RunConfig, pb: &ProgressBar, stop: impl Future<Outpu
                     _ = tokio::time::sleep_until(at) => {}
                     _ = cancel.changed() => break,
                 }
-                let (ep, tx, sem, sent, mut cancel) = (ep.clone(), tx.clone(), sem.clone(), sent.clone(), cancel.clone());
+                let (ep, tx, sem, sent, mut cancel) = (
+                    ep.clone(),
+                    tx.clone(),
+                    sem.clone(),
+                    sent.clone(),
+                    cancel.clone(),
+                );
                 tokio::spawn(async move {
                     let work = async {
                         let _permit = match &sem {
-                            Some(s) => Some(s.clone().acquire_owned().await.expect("semaphore never closed")),
+                            Some(s) => Some(
+                                s.clone()
+                                    .acquire_owned()
+                                    .await
+                                    .expect("semaphore never closed"),
+                            ),
                             None => None,
                         };
-                        let queued = sem.as_ref().map(|_| (t0.elapsed().as_secs_f64() - r.arrival).max(0.0));
+                        let queued = sem
+                            .as_ref()
+                            .map(|_| (t0.elapsed().as_secs_f64() - r.arrival).max(0.0));
                         sent.fetch_add(1, Ordering::Relaxed);
                         (queued, ep.stream(t0, &body, timeout).await)
                     };
@@ -639,7 +726,10 @@ pub async fn run_load(cfg: &RunConfig, pb: &ProgressBar, stop: impl Future<Outpu
     pb.finish_and_clear();
 
     let records: Vec<RequestRecord> = rows.iter().map(RequestRow::record).collect();
-    let end = rows.iter().filter_map(|r| r.last_token_s.or(r.actual_send_s)).fold(0.0f64, f64::max);
+    let end = rows
+        .iter()
+        .filter_map(|r| r.last_token_s.or(r.actual_send_s))
+        .fold(0.0f64, f64::max);
     let window = (end - cfg.metrics.warmup_s).max(0.0);
     let summary = engine::metrics::summarize(&records, &cfg.metrics, window);
     let client = client_stats(&rows);
@@ -650,7 +740,15 @@ pub async fn run_load(cfg: &RunConfig, pb: &ProgressBar, stop: impl Future<Outpu
     });
     write_json(&cfg.out_dir.join("summary.json"), &summary_json)?;
     write_summary_csv(&cfg.out_dir.join("summary.csv"), cfg, &summary, &client)?;
-    Ok(RunReport { rows, summary, client, metadata, metrics_samples, interrupted, scheduled })
+    Ok(RunReport {
+        rows,
+        summary,
+        client,
+        metadata,
+        metrics_samples,
+        interrupted,
+        scheduled,
+    })
 }
 
 /// Header of `requests.csv` (the serde field order of [`RequestRow`]).
@@ -680,13 +778,19 @@ pub const REQUEST_COLUMNS: [&str; 22] = [
 ];
 
 fn client_stats(rows: &[RequestRow]) -> ClientStats {
-    let mut late: Vec<f64> = rows.iter().filter_map(|r| Some(r.actual_send_s? - r.intended_send_s)).collect();
+    let mut late: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| Some(r.actual_send_s? - r.intended_send_s))
+        .collect();
     late.sort_by(f64::total_cmp);
     ClientStats {
         send_lateness_p50_s: percentile_type7(&late, 0.5),
         send_lateness_p99_s: percentile_type7(&late, 0.99),
         send_lateness_max_s: late.last().copied(),
-        client_queued: rows.iter().filter(|r| r.client_queue_s.is_some_and(|q| q > 1e-3)).count() as u64,
+        client_queued: rows
+            .iter()
+            .filter(|r| r.client_queue_s.is_some_and(|q| q > 1e-3))
+            .count() as u64,
     }
 }
 
@@ -700,7 +804,11 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}_{k}") };
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}_{k}")
+                };
                 flatten(&key, x, out);
             }
         }
@@ -713,14 +821,27 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
 /// One summary row. NOTE: the engine's sweep-summary row writer (`engine::sweep`) was not
 /// in the tree when this was written; this row flattens [`Summary`] (field order, `_`
 /// joined, latencies [s]) after the run's identifying columns.
-fn write_summary_csv(path: &Path, cfg: &RunConfig, s: &Summary, c: &ClientStats) -> Result<(), RunError> {
+fn write_summary_csv(
+    path: &Path,
+    cfg: &RunConfig,
+    s: &Summary,
+    c: &ClientStats,
+) -> Result<(), RunError> {
     let mut cols = vec![
         ("source".to_string(), "measured".to_string()),
         ("arrival_rate".to_string(), cfg.workload.rate().to_string()),
         ("seed".to_string(), cfg.seed.to_string()),
     ];
-    flatten("", &serde_json::to_value(s).map_err(|e| RunError::Invalid(e.to_string()))?, &mut cols);
-    flatten("", &serde_json::to_value(c).map_err(|e| RunError::Invalid(e.to_string()))?, &mut cols);
+    flatten(
+        "",
+        &serde_json::to_value(s).map_err(|e| RunError::Invalid(e.to_string()))?,
+        &mut cols,
+    );
+    flatten(
+        "",
+        &serde_json::to_value(c).map_err(|e| RunError::Invalid(e.to_string()))?,
+        &mut cols,
+    );
     let mut w = csv::Writer::from_path(path)?;
     w.write_record(cols.iter().map(|c| c.0.as_str()))?;
     w.write_record(cols.iter().map(|c| c.1.as_str()))?;
@@ -733,9 +854,9 @@ pub fn progress_bar(quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} finished ({per_sec}) {msg}")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} finished ({per_sec}) {msg}",
+    ) {
         pb.set_style(style.progress_chars("=> "));
     }
     pb.enable_steady_tick(Duration::from_millis(200));
@@ -781,7 +902,10 @@ pub fn summary_text(s: &Summary, c: &ClientStats) -> String {
 
 /// A tokio runtime for the CLI (2 worker threads is plenty for a load generator on loopback).
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }
 
 pub fn execute(args: RunArgs) -> anyhow::Result<()> {
@@ -792,10 +916,17 @@ pub fn execute(args: RunArgs) -> anyhow::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
     }))?;
     if report.interrupted {
-        eprintln!("interrupted: {} of {} scheduled requests written", report.rows.len(), report.scheduled);
+        eprintln!(
+            "interrupted: {} of {} scheduled requests written",
+            report.rows.len(),
+            report.scheduled
+        );
     }
     println!("{}", summary_text(&report.summary, &report.client));
-    println!("files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}", cfg.out_dir.display());
+    println!(
+        "files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}",
+        cfg.out_dir.display()
+    );
     Ok(())
 }
 

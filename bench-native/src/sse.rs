@@ -44,7 +44,9 @@ mod tests {
         let mut p = SseParser::new();
         let mut out = Vec::new();
         p.push(b"data: {\"a\":1}\n\nda", |d| out.push(d.to_string()));
-        p.push(b"ta: {\"b\":2}\r\n\r\n: comment\ndata: [DONE]\n\n", |d| out.push(d.to_string()));
+        p.push(b"ta: {\"b\":2}\r\n\r\n: comment\ndata: [DONE]\n\n", |d| {
+            out.push(d.to_string())
+        });
         assert_eq!(out, vec!["{\"a\":1}", "{\"b\":2}", "[DONE]"]);
         assert_eq!(p.pending(), 0);
     }

@@ -28,16 +28,26 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
 }
 
 /// The llama-server binary and the tiny model, as `scripts/llama-server.sh paths` reports.
 fn installed() -> (PathBuf, PathBuf) {
     let script = repo_root().join("scripts/llama-server.sh");
-    let out = Command::new("bash").arg(&script).arg("paths").output().expect("run scripts/llama-server.sh paths");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("paths")
+        .output()
+        .expect("run scripts/llama-server.sh paths");
     let text = String::from_utf8_lossy(&out.stdout);
     let get = |k: &str| {
-        text.lines().find_map(|l| l.strip_prefix(k)).map(PathBuf::from).unwrap_or_else(|| panic!("{k} missing from `{} paths`", script.display()))
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("{k} missing from `{} paths`", script.display()))
     };
     let (bin, model) = (get("LLAMA_SERVER_BIN="), get("LLAMA_SERVER_MODEL="));
     assert!(
@@ -50,7 +60,11 @@ fn installed() -> (PathBuf, PathBuf) {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -73,8 +87,26 @@ impl Server {
         let port = free_port();
         let log = std::fs::File::create(log).unwrap();
         let child = Command::new(bin)
-            .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["-c", &ctx.to_string(), "-np", &slots.to_string(), "-t", "1", "-b", "2048", "-ub", "512"])
+            .args([
+                "-m",
+                model.to_str().unwrap(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
+            .args([
+                "-c",
+                &ctx.to_string(),
+                "-np",
+                &slots.to_string(),
+                "-t",
+                "1",
+                "-b",
+                "2048",
+                "-ub",
+                "512",
+            ])
             .args(["--metrics", "--no-webui", "-cram", "0"])
             .stdout(Stdio::null())
             .stderr(log)
@@ -114,10 +146,19 @@ impl Drop for Server {
 fn http_status(port: u16, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut buf = [0u8; 64];
     let n = s.read(&mut buf).ok()?;
-    std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn config(url: &str, out: &Path, rate: f64, n: usize, prompt: u32, output: u32) -> RunConfig {
@@ -135,11 +176,19 @@ fn config(url: &str, out: &Path, rate: f64, n: usize, prompt: u32, output: u32) 
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn run(cfg: &RunConfig) -> Result<RunReport, RunError> {
-    runtime().block_on(run_load(cfg, &ProgressBar::hidden(), std::future::pending()))
+    runtime().block_on(run_load(
+        cfg,
+        &ProgressBar::hidden(),
+        std::future::pending(),
+    ))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -165,43 +214,88 @@ fn two_rates_exact_tokens_and_server_timings() {
             rep.metrics_samples,
             rep.client.send_lateness_p99_s.unwrap() * 1e3
         );
-        assert_eq!((s.arrivals, s.completed, s.errors), (n as u64, n as u64, 0), "{:#?}", rep.rows);
+        assert_eq!(
+            (s.arrivals, s.completed, s.errors),
+            (n as u64, n as u64, 0),
+            "{:#?}",
+            rep.rows
+        );
         for r in &rep.rows {
             assert_eq!(r.prompt_tokens, Some(64), "exact prompt length: {r:?}");
             assert_eq!(r.completion_tokens, Some(32), "forced output length: {r:?}");
             assert_eq!(r.chunks, 32, "one token per chunk with this model: {r:?}");
-            assert!(r.actual_send_s.unwrap() - r.intended_send_s < 0.05, "sent late: {r:?}");
+            assert!(
+                r.actual_send_s.unwrap() - r.intended_send_s < 0.05,
+                "sent late: {r:?}"
+            );
         }
         // Client timing vs the server's own `timings`.
         let ttft_minus_server: Vec<f64> = rep
             .rows
             .iter()
-            .map(|r| (r.first_token_s.unwrap() - r.actual_send_s.unwrap()) - r.server_prompt_ms.unwrap() / 1e3)
+            .map(|r| {
+                (r.first_token_s.unwrap() - r.actual_send_s.unwrap())
+                    - r.server_prompt_ms.unwrap() / 1e3
+            })
             .collect();
         let decode_ratio: Vec<f64> = rep
             .rows
             .iter()
-            .map(|r| (r.last_token_s.unwrap() - r.first_token_s.unwrap()) / (r.server_predicted_ms.unwrap() / 1e3))
+            .map(|r| {
+                (r.last_token_s.unwrap() - r.first_token_s.unwrap())
+                    / (r.server_predicted_ms.unwrap() / 1e3)
+            })
             .collect();
-        let (d_ttft, ratio) = (median(ttft_minus_server.clone()), median(decode_ratio.clone()));
+        let (d_ttft, ratio) = (
+            median(ttft_minus_server.clone()),
+            median(decode_ratio.clone()),
+        );
         eprintln!("rate {rate}: median client TTFT − server prompt_ms = {:.2} ms; median stream span / predicted_ms = {ratio:.3}", d_ttft * 1e3);
-        assert!(ttft_minus_server.iter().all(|d| *d > -0.002), "client TTFT shorter than the server's prompt time: {ttft_minus_server:?}");
+        assert!(
+            ttft_minus_server.iter().all(|d| *d > -0.002),
+            "client TTFT shorter than the server's prompt time: {ttft_minus_server:?}"
+        );
         if rate <= 2.0 {
-            assert!(d_ttft < 0.030, "TTFT far from the server's prompt_ms at low load: {ttft_minus_server:?}");
+            assert!(
+                d_ttft < 0.030,
+                "TTFT far from the server's prompt_ms at low load: {ttft_minus_server:?}"
+            );
         }
-        assert!((0.8..1.25).contains(&ratio), "decode span vs server predicted_ms: {decode_ratio:?}");
+        assert!(
+            (0.8..1.25).contains(&ratio),
+            "decode span vs server predicted_ms: {decode_ratio:?}"
+        );
         // Files on disk.
         let csv = std::fs::read_to_string(out.join("requests.csv")).unwrap();
         assert_eq!(csv.lines().count(), n + 1);
-        let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("metadata.json")).unwrap()).unwrap();
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("metadata.json")).unwrap())
+                .unwrap();
         assert_eq!(meta["kv"]["tokens"], 2048, "{}", meta["kv"]);
         assert_eq!(meta["server_kind"], "llama_cpp");
-        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
         assert_eq!(summary["summary"]["completed"], n);
-        assert!(std::fs::read_to_string(out.join("summary.csv")).unwrap().lines().count() == 2);
+        assert!(
+            std::fs::read_to_string(out.join("summary.csv"))
+                .unwrap()
+                .lines()
+                .count()
+                == 2
+        );
         let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
-        assert!(metrics.lines().count() >= 2, "no /metrics samples: {metrics}");
-        assert!(metrics.lines().skip(1).any(|l| l.split(',').nth(1).is_some_and(|v| !v.is_empty())), "{metrics}");
+        assert!(
+            metrics.lines().count() >= 2,
+            "no /metrics samples: {metrics}"
+        );
+        assert!(
+            metrics
+                .lines()
+                .skip(1)
+                .any(|l| l.split(',').nth(1).is_some_and(|v| !v.is_empty())),
+            "{metrics}"
+        );
     }
 }
 
@@ -211,7 +305,10 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
     let dir = scratch("microbench");
     let server = Server::start(4, 2048, &dir.join("server.log"));
     let cfg = MicrobenchConfig {
-        endpoint: EndpointConfig { url: server.url(), ..EndpointConfig::default() },
+        endpoint: EndpointConfig {
+            url: server.url(),
+            ..EndpointConfig::default()
+        },
         prompt_lengths: vec![16, 64, 192],
         repeats: 2,
         streams: vec![1, 2, 4],
@@ -221,27 +318,56 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
         chars_per_token: 4.0,
         use_tokenizer: true,
     };
-    let mb = runtime().block_on(microbench::microbench(&cfg, &ProgressBar::hidden())).unwrap();
+    let mb = runtime()
+        .block_on(microbench::microbench(&cfg, &ProgressBar::hidden()))
+        .unwrap();
     for p in &mb.prefill {
-        eprintln!("prefill {} tokens: {:.2} ms (server {:.2} ms)", p.prompt_tokens, p.latency_s * 1e3, p.server_prompt_s.unwrap_or(f64::NAN) * 1e3);
+        eprintln!(
+            "prefill {} tokens: {:.2} ms (server {:.2} ms)",
+            p.prompt_tokens,
+            p.latency_s * 1e3,
+            p.server_prompt_s.unwrap_or(f64::NAN) * 1e3
+        );
     }
     for d in &mb.decode {
-        eprintln!("decode {} streams: {:.2} ms/step over {} gaps", d.streams, d.step_s * 1e3, d.gaps);
+        eprintln!(
+            "decode {} streams: {:.2} ms/step over {} gaps",
+            d.streams,
+            d.step_s * 1e3,
+            d.gaps
+        );
     }
-    assert_eq!(mb.prefill.iter().map(|p| p.prompt_tokens).collect::<Vec<_>>(), vec![16, 64, 192]);
-    assert!(mb.prefill[2].latency_s > mb.prefill[0].latency_s, "longer prompts take longer: {:?}", mb.prefill);
+    assert_eq!(
+        mb.prefill
+            .iter()
+            .map(|p| p.prompt_tokens)
+            .collect::<Vec<_>>(),
+        vec![16, 64, 192]
+    );
+    assert!(
+        mb.prefill[2].latency_s > mb.prefill[0].latency_s,
+        "longer prompts take longer: {:?}",
+        mb.prefill
+    );
     assert!(mb.decode.iter().all(|d| d.step_s > 0.0 && d.gaps > 0));
     let path = dir.join("mb.json");
     microbench::write(&mb, &path).unwrap();
     let f = fit::fit(&fit::read_microbench(&path).unwrap(), false).unwrap();
     let files = fit::write(&f, &path, &dir.join("fit.json")).unwrap();
-    eprintln!("fitted linear {:?}, relative RMS {:.3}", f.linear, f.linear_rel_rms);
+    eprintln!(
+        "fitted linear {:?}, relative RMS {:.3}",
+        f.linear, f.linear_rel_rms
+    );
     for file in &files[1..] {
         let m: CostModel = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
         m.validate().unwrap();
-        assert!(m.decode_step(1, 0) > 0.0 && m.prefill(1, 1, 192) > m.prefill(1, 1, 16), "{m:?}");
+        assert!(
+            m.decode_step(1, 0) > 0.0 && m.prefill(1, 1, 192) > m.prefill(1, 1, 16),
+            "{m:?}"
+        );
     }
-    let both: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let both: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     let _: CostModel = serde_json::from_value(both["table"].clone()).unwrap();
     let _: CostModel = serde_json::from_value(both["linear"].clone()).unwrap();
 }
@@ -261,7 +387,9 @@ enum Fault {
 async fn proxy(listener: tokio::net::TcpListener, upstream: SocketAddr, plan: fn(usize) -> Fault) {
     let counter = Arc::new(AtomicUsize::new(0));
     loop {
-        let Ok((client, _)) = listener.accept().await else { return };
+        let Ok((client, _)) = listener.accept().await else {
+            return;
+        };
         let counter = counter.clone();
         tokio::spawn(async move {
             let _ = proxy_one(client, upstream, plan, &counter).await;
@@ -291,7 +419,11 @@ async fn proxy_one(
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let len: usize = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap_or(0))
+        })
         .unwrap_or(0);
     while buf.len() < head_end + len {
         let n = client.read(&mut tmp).await?;
@@ -300,7 +432,11 @@ async fn proxy_one(
         }
         buf.extend_from_slice(&tmp[..n]);
     }
-    let fault = if head.starts_with("POST /v1/completions") { plan(counter.fetch_add(1, Ordering::SeqCst)) } else { Fault::Pass };
+    let fault = if head.starts_with("POST /v1/completions") {
+        plan(counter.fetch_add(1, Ordering::SeqCst))
+    } else {
+        Fault::Pass
+    };
     if fault == Fault::Http500 {
         let body = r#"{"error":{"code":500,"message":"injected fault","type":"server_error"}}"#;
         let resp = format!(
@@ -310,8 +446,11 @@ async fn proxy_one(
         client.write_all(resp.as_bytes()).await?;
         return client.shutdown().await;
     }
-    let mut new_head: String =
-        head.lines().filter(|l| !l.is_empty() && !l.to_ascii_lowercase().starts_with("connection:")).map(|l| format!("{l}\r\n")).collect();
+    let mut new_head: String = head
+        .lines()
+        .filter(|l| !l.is_empty() && !l.to_ascii_lowercase().starts_with("connection:"))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
     new_head.push_str("Connection: close\r\n\r\n");
     let mut up = tokio::net::TcpStream::connect(upstream).await?;
     up.write_all(new_head.as_bytes()).await?;
@@ -346,7 +485,9 @@ fn faults_become_error_rows_and_the_run_goes_on() {
     let dir = scratch("faults");
     let server = Server::start(4, 2048, &dir.join("server.log"));
     let rt = runtime();
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
     let proxy_url = format!("http://{}", listener.local_addr().unwrap());
     let upstream: SocketAddr = format!("127.0.0.1:{}", server.port).parse().unwrap();
     fn plan(i: usize) -> Fault {
@@ -362,7 +503,13 @@ fn faults_become_error_rows_and_the_run_goes_on() {
     cfg.warmup_requests = 0;
     cfg.timeout = Duration::from_secs(2);
     let t = Instant::now();
-    let rep = rt.block_on(run_load(&cfg, &ProgressBar::hidden(), std::future::pending())).unwrap();
+    let rep = rt
+        .block_on(run_load(
+            &cfg,
+            &ProgressBar::hidden(),
+            std::future::pending(),
+        ))
+        .unwrap();
     eprintln!("faults run took {:.1} s", t.elapsed().as_secs_f64());
     assert_eq!(rep.rows.len(), 12);
     let mut by_id = rep.rows.clone();
@@ -378,8 +525,13 @@ fn faults_become_error_rows_and_the_run_goes_on() {
     assert_eq!(count(&|e| e.starts_with("timed out")), 2);
     let done: Vec<_> = by_id.iter().filter(|r| r.outcome == "completed").collect();
     assert_eq!(done.len(), 6);
-    assert!(done.iter().all(|r| r.completion_tokens == Some(32) && r.prompt_tokens == Some(32)));
-    assert!(by_id.iter().filter(|r| r.error.starts_with("stream cut") || r.error.starts_with("timed out")).all(|r| r.chunks > 0));
+    assert!(done
+        .iter()
+        .all(|r| r.completion_tokens == Some(32) && r.prompt_tokens == Some(32)));
+    assert!(by_id
+        .iter()
+        .filter(|r| r.error.starts_with("stream cut") || r.error.starts_with("timed out"))
+        .all(|r| r.chunks > 0));
     assert_eq!((rep.summary.completed, rep.summary.errors), (6, 6));
     let csv = std::fs::read_to_string(dir.join("out/requests.csv")).unwrap();
     assert_eq!(csv.lines().count(), 13);
@@ -399,16 +551,33 @@ fn server_killed_mid_run_keeps_every_finished_row() {
         // kill only the server this test started, by its PID
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     });
-    let rep = rt.block_on(run_load(&cfg, &ProgressBar::hidden(), std::future::pending())).unwrap();
+    let rep = rt
+        .block_on(run_load(
+            &cfg,
+            &ProgressBar::hidden(),
+            std::future::pending(),
+        ))
+        .unwrap();
     killer.join().unwrap();
     server.kill();
     let completed = rep.rows.iter().filter(|r| r.outcome == "completed").count();
     let errors = rep.rows.iter().filter(|r| r.outcome == "error").count();
-    eprintln!("killed mid-run: {completed} completed, {errors} errors of {}", rep.rows.len());
+    eprintln!(
+        "killed mid-run: {completed} completed, {errors} errors of {}",
+        rep.rows.len()
+    );
     assert_eq!(rep.rows.len(), 24);
     assert!(completed >= 3 && errors >= 5, "{:#?}", rep.rows);
-    assert!(rep.rows.iter().filter(|r| r.outcome == "completed").all(|r| r.completion_tokens == Some(48)));
-    assert!(rep.rows.iter().filter(|r| r.outcome == "error").all(|r| !r.error.is_empty()));
+    assert!(rep
+        .rows
+        .iter()
+        .filter(|r| r.outcome == "completed")
+        .all(|r| r.completion_tokens == Some(48)));
+    assert!(rep
+        .rows
+        .iter()
+        .filter(|r| r.outcome == "error")
+        .all(|r| !r.error.is_empty()));
     let csv = std::fs::read_to_string(dir.join("out/requests.csv")).unwrap();
     assert_eq!(csv.lines().count(), 25);
     assert_eq!(rep.summary.completed as usize, completed);
@@ -420,27 +589,62 @@ fn clear_errors_for_unreachable_server_wrong_model_and_too_long_prompt() {
     let dir = scratch("errors");
     let rt = runtime();
     let dead = format!("http://127.0.0.1:{}", free_port());
-    let e = rt.block_on(run_load(&RunConfig::new(&dead, dir.join("a")), &ProgressBar::hidden(), std::future::pending())).unwrap_err();
+    let e = rt
+        .block_on(run_load(
+            &RunConfig::new(&dead, dir.join("a")),
+            &ProgressBar::hidden(),
+            std::future::pending(),
+        ))
+        .unwrap_err();
     assert!(e.to_string().contains("cannot reach the server"), "{e}");
 
     let server = Server::start(2, 1024, &dir.join("server.log"));
     let mut cfg = config(&server.url(), &dir.join("b"), 5.0, 2, 16, 8);
     cfg.endpoint.model = Some("no-such-model".into());
-    let e = rt.block_on(run_load(&cfg, &ProgressBar::hidden(), std::future::pending())).unwrap_err();
-    assert!(matches!(e, RunError::Client(ClientError::UnknownModel { .. })), "{e}");
+    let e = rt
+        .block_on(run_load(
+            &cfg,
+            &ProgressBar::hidden(),
+            std::future::pending(),
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(e, RunError::Client(ClientError::UnknownModel { .. })),
+        "{e}"
+    );
     eprintln!("{e}");
 
     // 1024 KV tokens over 2 slots = 512 per sequence: refused before sending anything
     let cfg = config(&server.url(), &dir.join("c"), 5.0, 2, 600, 8);
-    let e = rt.block_on(run_load(&cfg, &ProgressBar::hidden(), std::future::pending())).unwrap_err();
-    assert!(matches!(e, RunError::Client(ClientError::ContextTooSmall { ctx: 512, .. })), "{e}");
+    let e = rt
+        .block_on(run_load(
+            &cfg,
+            &ProgressBar::hidden(),
+            std::future::pending(),
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            RunError::Client(ClientError::ContextTooSmall { ctx: 512, .. })
+        ),
+        "{e}"
+    );
     eprintln!("{e}");
 
     // and if sent anyway, the server's HTTP 400 becomes a readable error row
     let msg = rt.block_on(async {
-        let ep = Endpoint::connect(&EndpointConfig { url: server.url(), ..EndpointConfig::default() }).await.unwrap();
+        let ep = Endpoint::connect(&EndpointConfig {
+            url: server.url(),
+            ..EndpointConfig::default()
+        })
+        .await
+        .unwrap();
         let body = ep.body(&"x".repeat(700), 8);
-        ep.stream(tokio::time::Instant::now(), &body, Duration::from_secs(10)).await.error.unwrap()
+        ep.stream(tokio::time::Instant::now(), &body, Duration::from_secs(10))
+            .await
+            .error
+            .unwrap()
     });
     eprintln!("{msg}");
     assert!(msg.starts_with("HTTP 400: ") && !msg.contains('{'), "{msg}");
