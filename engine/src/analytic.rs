@@ -65,7 +65,11 @@ pub enum AnalyticError {
     /// A parameter is outside the model's domain (negative rate, zero servers, NaN).
     /// Pass a value inside the stated range.
     #[error("{name} = {value} is invalid: {why}")]
-    Invalid { name: &'static str, value: f64, why: &'static str },
+    Invalid {
+        name: &'static str,
+        value: f64,
+        why: &'static str,
+    },
     /// The simulation configuration itself is invalid; fix it as the inner error says.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -83,7 +87,11 @@ pub(crate) fn check_positive(name: &'static str, value: f64) -> Result<f64, Anal
     if value.is_finite() && value > 0.0 {
         Ok(value)
     } else {
-        Err(AnalyticError::Invalid { name, value, why: "must be a finite number > 0" })
+        Err(AnalyticError::Invalid {
+            name,
+            value,
+            why: "must be a finite number > 0",
+        })
     }
 }
 
@@ -92,7 +100,11 @@ pub(crate) fn check_non_negative(name: &'static str, value: f64) -> Result<f64, 
     if value.is_finite() && value >= 0.0 {
         Ok(value)
     } else {
-        Err(AnalyticError::Invalid { name, value, why: "must be a finite number >= 0" })
+        Err(AnalyticError::Invalid {
+            name,
+            value,
+            why: "must be a finite number >= 0",
+        })
     }
 }
 
@@ -101,7 +113,11 @@ pub(crate) fn check_level(q: f64) -> Result<f64, AnalyticError> {
     if q.is_finite() && q > 0.0 && q < 1.0 {
         Ok(q)
     } else {
-        Err(AnalyticError::Invalid { name: "quantile level", value: q, why: "must be in (0, 1)" })
+        Err(AnalyticError::Invalid {
+            name: "quantile level",
+            value: q,
+            why: "must be in (0, 1)",
+        })
     }
 }
 
@@ -218,8 +234,12 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 4] =
-        [ModelKind::ReferenceMmc, ModelKind::ReferenceChain, ModelKind::ReferenceCtmc, ModelKind::Ours];
+    pub const ALL: [ModelKind; 4] = [
+        ModelKind::ReferenceMmc,
+        ModelKind::ReferenceChain,
+        ModelKind::ReferenceCtmc,
+        ModelKind::Ours,
+    ];
 
     /// Short machine name (CSV columns, CLI values).
     pub fn as_str(self) -> &'static str {

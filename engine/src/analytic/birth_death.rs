@@ -38,14 +38,21 @@ impl ReferenceChain {
     }
 
     /// The chain truncated at `min(N_max, cap)` states in system (threshold admission).
-    pub(crate) fn with_cap(params: RefParams, cap: Option<u32>) -> Result<ReferenceChain, AnalyticError> {
+    pub(crate) fn with_cap(
+        params: RefParams,
+        cap: Option<u32>,
+    ) -> Result<ReferenceChain, AnalyticError> {
         let c = params.servers()?;
         let n_max = cap.map_or(params.n_max(), |k| k.min(params.n_max())).max(1);
         let mut p = Vec::with_capacity(n_max as usize + 1);
         p.push(1.0f64);
         let mut deaths = Vec::with_capacity(c as usize + 1);
         for b in 0..=c {
-            deaths.push(if b == 0 { 0.0 } else { b as f64 / params.service(b) });
+            deaths.push(if b == 0 {
+                0.0
+            } else {
+                b as f64 / params.service(b)
+            });
         }
         for n in 1..=n_max {
             let mu = deaths[n.min(c) as usize];
@@ -78,7 +85,12 @@ impl ReferenceChain {
         let mut f = 0.0;
         for (n, &pn) in self.p[..n_top].iter().enumerate() {
             let n = n as u32;
-            f += pn * if n < self.c { 1.0 } else { erlang_cdf(n + 1 - self.c, self.mu_c, t) };
+            f += pn
+                * if n < self.c {
+                    1.0
+                } else {
+                    erlang_cdf(n + 1 - self.c, self.mu_c, t)
+                };
         }
         f / acc
     }
@@ -89,7 +101,12 @@ impl ReferenceChain {
             return 0.0;
         }
         let k = n + 1 - self.c;
-        invert_monotone(|t| erlang_cdf(k, self.mu_c, t), q, 0.0, k as f64 / self.mu_c)
+        invert_monotone(
+            |t| erlang_cdf(k, self.mu_c, t),
+            q,
+            0.0,
+            k as f64 / self.mu_c,
+        )
     }
 
     /// The prediction.
@@ -98,11 +115,21 @@ impl ReferenceChain {
         let n_top = self.p.len() - 1;
         let pb = self.p[n_top];
         let lam_eff = p.lambda * (1.0 - pb);
-        let lq: f64 = self.p.iter().enumerate().map(|(n, pn)| (n as f64 - self.c as f64).max(0.0) * pn).sum();
+        let lq: f64 = self
+            .p
+            .iter()
+            .enumerate()
+            .map(|(n, pn)| (n as f64 - self.c as f64).max(0.0) * pn)
+            .sum();
         let sft = p.first_token(self.c);
         let scale = (n_top as f64 + 1.0) / self.mu_c;
         let quant = |q: f64| sft + invert_monotone(|t| self.wait_cdf(t), q, 0.0, scale);
-        let busy: f64 = self.p.iter().enumerate().map(|(n, pn)| (n as u32).min(self.c) as f64 * pn).sum();
+        let busy: f64 = self
+            .p
+            .iter()
+            .enumerate()
+            .map(|(n, pn)| (n as u32).min(self.c) as f64 * pn)
+            .sum();
         let tpot: f64 = self
             .p
             .iter()
@@ -112,7 +139,11 @@ impl ReferenceChain {
             .sum::<f64>()
             / busy.max(1e-300);
         let slo = &cfg.metrics;
-        let meets = if tpot <= slo.slo_tpot_s { self.wait_cdf(slo.slo_ttft_s - sft) } else { 0.0 };
+        let meets = if tpot <= slo.slo_tpot_s {
+            self.wait_cdf(slo.slo_ttft_s - sft)
+        } else {
+            0.0
+        };
         let meets = if slo.slo_ttft_s < sft { 0.0 } else { meets };
         Prediction::Stable(Predicted {
             ttft_mean_s: lq / lam_eff + sft,
@@ -134,13 +165,21 @@ mod tests {
 
     #[test]
     fn chain_is_a_distribution_and_ordered() {
-        for (lam, b, k) in [(0.5, 1, 2048), (3.0, 1, 16384), (2.0, 8, 4096), (3.0, 4, 16384)] {
+        for (lam, b, k) in [
+            (0.5, 1, 2048),
+            (3.0, 1, 16384),
+            (2.0, 8, 4096),
+            (3.0, 4, 16384),
+        ] {
             let cfg = SimConfig::reference(lam, b, k);
             let ch = ReferenceChain::from_config(&cfg).unwrap();
             let s: f64 = ch.probabilities().iter().sum();
             assert!((s - 1.0).abs() < 1e-12);
             let m = *ch.prediction(&cfg).metrics().unwrap();
-            assert!(m.ttft_p50_s <= m.ttft_p95_s && m.ttft_p95_s <= m.ttft_p99_s, "{m:?}");
+            assert!(
+                m.ttft_p50_s <= m.ttft_p95_s && m.ttft_p95_s <= m.ttft_p99_s,
+                "{m:?}"
+            );
             assert!(m.blocking >= 0.0 && m.blocking < 1.0 && m.ttft_mean_s.is_finite());
         }
     }

@@ -103,7 +103,12 @@ pub fn capacity_bounds(cfg: &SimConfig) -> Result<CapacityBounds, AnalyticError>
     if slots < best {
         binding = Bound::SequenceSlots;
     }
-    Ok(CapacityBounds { compute_rps: compute, kv_rps: kv, slots_rps: slots, binding })
+    Ok(CapacityBounds {
+        compute_rps: compute,
+        kv_rps: kv,
+        slots_rps: slots,
+        binding,
+    })
 }
 
 /// The SLO capacity search result.
@@ -120,10 +125,17 @@ pub struct SloCapacity {
 ///
 /// # Errors
 /// [`AnalyticError::Invalid`] for a target outside (0, 1); model errors.
-pub fn slo_capacity(model: ModelKind, cfg: &SimConfig, target: f64) -> Result<SloCapacity, AnalyticError> {
+pub fn slo_capacity(
+    model: ModelKind,
+    cfg: &SimConfig,
+    target: f64,
+) -> Result<SloCapacity, AnalyticError> {
     super::check_level(target)?;
     let att = |rate: f64| -> Result<f64, AnalyticError> {
-        let c = SimConfig { workload: cfg.workload.with_rate(rate), ..cfg.clone() };
+        let c = SimConfig {
+            workload: cfg.workload.with_rate(rate),
+            ..cfg.clone()
+        };
         Ok(match predict(model, &c)? {
             Prediction::Stable(m) => m.slo_attainment,
             Prediction::Unstable { .. } => 0.0,
@@ -138,12 +150,18 @@ pub fn slo_capacity(model: ModelKind, cfg: &SimConfig, target: f64) -> Result<Sl
         hi = lo;
         lo *= 0.7;
         if lo < upper * 1e-4 {
-            return Ok(SloCapacity { rate_rps: 0.0, attainment: att(lo)? });
+            return Ok(SloCapacity {
+                rate_rps: 0.0,
+                attainment: att(lo)?,
+            });
         }
         lo_att = att(lo)?;
     }
     if hi == lo {
-        return Ok(SloCapacity { rate_rps: lo, attainment: lo_att });
+        return Ok(SloCapacity {
+            rate_rps: lo,
+            attainment: lo_att,
+        });
     }
     for _ in 0..30 {
         let mid = 0.5 * (lo + hi);
@@ -158,7 +176,10 @@ pub fn slo_capacity(model: ModelKind, cfg: &SimConfig, target: f64) -> Result<Sl
             break;
         }
     }
-    Ok(SloCapacity { rate_rps: lo, attainment: lo_att })
+    Ok(SloCapacity {
+        rate_rps: lo,
+        attainment: lo_att,
+    })
 }
 
 #[cfg(test)]

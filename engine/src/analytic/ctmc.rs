@@ -55,7 +55,11 @@ impl ReferenceCtmc {
     /// the smallest class; [`AnalyticError::NoConvergence`] if the solver fails.
     pub fn with_classes(cfg: &SimConfig, m: usize) -> Result<ReferenceCtmc, AnalyticError> {
         if !(1..=4).contains(&m) {
-            return Err(AnalyticError::Invalid { name: "classes", value: m as f64, why: "must be 1 to 4" });
+            return Err(AnalyticError::Invalid {
+                name: "classes",
+                value: m as f64,
+                why: "must be 1 to 4",
+            });
         }
         let params = RefParams::from_config(cfg)?;
         let raw = size_classes(&atoms(&cfg.workload.lengths, 24), m);
@@ -67,7 +71,10 @@ impl ReferenceCtmc {
             let pages = libm::ceil((p + o) / PAGE_TOKENS) as u32;
             classes.push((w, pages));
             let s: Vec<f64> = (0..=b)
-                .map(|bb| prefill_tokens(&params.cost, bb.max(1), p) + o * params.cost.decode_step(bb.max(1), 0))
+                .map(|bb| {
+                    prefill_tokens(&params.cost, bb.max(1), p)
+                        + o * params.cost.decode_step(bb.max(1), 0)
+                })
                 .collect();
             service.push(s);
         }
@@ -140,7 +147,10 @@ impl ReferenceCtmc {
         for &(i, _, r) in &out_edges {
             diag[i] += r;
         }
-        let scale: Vec<f64> = diag.iter().map(|d| if *d > 0.0 { 1.0 / d } else { 1.0 }).collect();
+        let scale: Vec<f64> = diag
+            .iter()
+            .map(|d| if *d > 0.0 { 1.0 / d } else { 1.0 })
+            .collect();
         for &(i, j, r) in &out_edges {
             if j != 0 {
                 tri.add_triplet(j, i, r * scale[j]);
@@ -160,24 +170,34 @@ impl ReferenceCtmc {
         rhs[0] = 1.0;
         let bvec = CsVec::new(ns, all.clone(), rhs);
         let x0 = CsVec::new(ns, all, vec![1.0 / ns as f64; ns]);
-        let solved = BiCGSTAB::<'_, f64, _, _>::solve(a.view(), x0.view(), bvec.view(), 1e-11, 2000);
+        let solved =
+            BiCGSTAB::<'_, f64, _, _>::solve(a.view(), x0.view(), bvec.view(), 1e-11, 2000);
         let mut pi = match solved {
             Ok(s) => s.x().to_dense().to_vec(),
             Err(s) => s.x().to_dense().to_vec(),
         };
         // Verify the balance residual; fall back to power iteration if needed.
         let residual = balance_residual(&pi, &out_edges, &diag);
-        if !(residual < 1e-8) || pi.iter().any(|p| *p < -1e-9) {
+        if residual.is_nan() || residual >= 1e-8 || pi.iter().any(|p| *p < -1e-9) {
             pi = power_iteration(ns, &out_edges, &diag);
             let r = balance_residual(&pi, &out_edges, &diag);
-            if !(r < 1e-7) {
-                return Err(AnalyticError::NoConvergence { what: "multi-class CTMC stationary solve", residual: r });
+            if r.is_nan() || r >= 1e-7 {
+                return Err(AnalyticError::NoConvergence {
+                    what: "multi-class CTMC stationary solve",
+                    residual: r,
+                });
             }
         }
         pi.iter_mut().for_each(|p| *p = p.max(0.0));
         let total: f64 = pi.iter().sum();
         pi.iter_mut().for_each(|p| *p /= total);
-        Ok(ReferenceCtmc { params, classes, states, pi, accept })
+        Ok(ReferenceCtmc {
+            params,
+            classes,
+            states,
+            pi,
+            accept,
+        })
     }
 
     /// Number of states.
@@ -208,15 +228,32 @@ impl ReferenceCtmc {
         let wait_cdf = |t: f64| -> f64 {
             arrivals_seen
                 .iter()
-                .map(|&(n, w)| w * if n < b { 1.0 } else { erlang_cdf(n + 1 - b, mu_b, t) })
+                .map(|&(n, w)| {
+                    w * if n < b {
+                        1.0
+                    } else {
+                        erlang_cdf(n + 1 - b, mu_b, t)
+                    }
+                })
                 .sum::<f64>()
                 / norm
         };
-        let scale = (self.states.iter().map(|x| x.iter().sum::<u32>()).max().unwrap_or(1) as f64 + 1.0) / mu_b;
+        let scale = (self
+            .states
+            .iter()
+            .map(|x| x.iter().sum::<u32>())
+            .max()
+            .unwrap_or(1) as f64
+            + 1.0)
+            / mu_b;
         let quant = |q: f64| sft + invert_monotone(wait_cdf, q, 0.0, scale);
         let tpot = p.decode(c);
         let slo = &cfg.metrics;
-        let meets = if tpot <= slo.slo_tpot_s && slo.slo_ttft_s >= sft { wait_cdf(slo.slo_ttft_s - sft) } else { 0.0 };
+        let meets = if tpot <= slo.slo_tpot_s && slo.slo_ttft_s >= sft {
+            wait_cdf(slo.slo_ttft_s - sft)
+        } else {
+            0.0
+        };
         let _ = &self.classes;
         Prediction::Stable(Predicted {
             ttft_mean_s: lq / lam_eff + sft,
@@ -238,7 +275,12 @@ fn balance_residual(pi: &[f64], edges: &[(usize, usize, f64)], diag: &[f64]) -> 
     for &(i, j, r) in edges {
         net[j] += pi[i] * r;
     }
-    let flow: f64 = pi.iter().zip(diag).map(|(p, d)| (p * d).abs()).sum::<f64>().max(1e-300);
+    let flow: f64 = pi
+        .iter()
+        .zip(diag)
+        .map(|(p, d)| (p * d).abs())
+        .sum::<f64>()
+        .max(1e-300);
     let sum: f64 = pi.iter().sum();
     net.iter().map(|x| x.abs()).sum::<f64>() / flow + (sum - 1.0).abs()
 }

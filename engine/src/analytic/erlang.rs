@@ -35,7 +35,11 @@ pub fn erlang_b(c: u32, a: f64) -> Result<f64, AnalyticError> {
 /// is returned as `Ok(Err(stability))`.
 pub fn erlang_c(c: u32, a: f64) -> Result<Result<f64, Stability>, AnalyticError> {
     if c == 0 {
-        return Err(AnalyticError::Invalid { name: "servers", value: 0.0, why: "must be at least 1" });
+        return Err(AnalyticError::Invalid {
+            name: "servers",
+            value: 0.0,
+            why: "must be at least 1",
+        });
     }
     let b = erlang_b(c, a)?;
     let rho = a / c as f64;
@@ -60,7 +64,11 @@ impl Mmc {
         check_non_negative("arrival rate", lambda)?;
         check_positive("service rate", mu)?;
         if c == 0 {
-            return Err(AnalyticError::Invalid { name: "servers", value: 0.0, why: "must be at least 1" });
+            return Err(AnalyticError::Invalid {
+                name: "servers",
+                value: 0.0,
+                why: "must be at least 1",
+            });
         }
         Ok(Mmc { lambda, mu, c })
     }
@@ -133,10 +141,18 @@ impl Mmck {
         check_non_negative("arrival rate", lambda)?;
         check_positive("service rate", mu)?;
         if c == 0 {
-            return Err(AnalyticError::Invalid { name: "servers", value: 0.0, why: "must be at least 1" });
+            return Err(AnalyticError::Invalid {
+                name: "servers",
+                value: 0.0,
+                why: "must be at least 1",
+            });
         }
         if k < c {
-            return Err(AnalyticError::Invalid { name: "capacity K", value: k as f64, why: "must be >= servers c" });
+            return Err(AnalyticError::Invalid {
+                name: "capacity K",
+                value: k as f64,
+                why: "must be >= servers c",
+            });
         }
         // Unnormalised p_n by the product of birth/death ratios, rescaled to avoid overflow.
         let mut p = Vec::with_capacity(k as usize + 1);
@@ -171,7 +187,11 @@ impl Mmck {
 
     /// Mean number waiting Lq.
     pub fn mean_queue(&self) -> f64 {
-        self.p.iter().enumerate().map(|(n, p)| n.saturating_sub(self.c as usize) as f64 * p).sum()
+        self.p
+            .iter()
+            .enumerate()
+            .map(|(n, p)| n.saturating_sub(self.c as usize) as f64 * p)
+            .sum()
     }
 
     /// Mean sojourn of accepted customers `W = L / (λ(1 − p_K))` [s] (`None` when λ = 0).
@@ -205,7 +225,10 @@ mod tests {
         assert!((erlang_c(1, 0.7).unwrap().unwrap() - 0.7).abs() < 1e-12);
         // Call-centre textbook example: c = 10, A = 8 → C ≈ 0.4092.
         assert!((erlang_c(10, 8.0).unwrap().unwrap() - 0.4092).abs() < 5e-4);
-        assert_eq!(erlang_c(2, 2.0).unwrap(), Err(Stability::Unstable { rho: 1.0 }));
+        assert_eq!(
+            erlang_c(2, 2.0).unwrap(),
+            Err(Stability::Unstable { rho: 1.0 })
+        );
     }
 
     #[test]
@@ -216,7 +239,10 @@ mod tests {
         assert!((q.mean_sojourn().unwrap() - 4.0 / 3.0).abs() < 1e-12);
         assert_eq!(q.wait_quantile(0.5).unwrap(), 0.0);
         assert!((q.wait_quantile(0.9).unwrap() - (1.0f64 / 3.0 / 0.1).ln()).abs() < 1e-12);
-        assert!(matches!(Mmc::new(3.0, 1.0, 2).unwrap().mean_wait(), Err(Stability::Unstable { .. })));
+        assert!(matches!(
+            Mmc::new(3.0, 1.0, 2).unwrap().mean_wait(),
+            Err(Stability::Unstable { .. })
+        ));
         assert!(Mmc::new(1.0, 1.0, 0).is_err());
     }
 

@@ -41,7 +41,12 @@ impl Kingman {
         check_positive("mean service time", es)?;
         check_non_negative("arrival SCV", ca2)?;
         check_non_negative("service SCV", cs2)?;
-        Ok(Kingman { lambda, es, ca2, cs2 })
+        Ok(Kingman {
+            lambda,
+            es,
+            ca2,
+            cs2,
+        })
     }
 
     pub fn stability(&self) -> Stability {
@@ -54,7 +59,9 @@ impl Kingman {
     /// [`Stability::Unstable`] when ρ ≥ 1.
     pub fn mean_wait(&self) -> Result<f64, Stability> {
         match self.stability() {
-            Stability::Stable { rho } => Ok(rho / (1.0 - rho) * 0.5 * (self.ca2 + self.cs2) * self.es),
+            Stability::Stable { rho } => {
+                Ok(rho / (1.0 - rho) * 0.5 * (self.ca2 + self.cs2) * self.es)
+            }
             s => Err(s),
         }
     }
@@ -71,11 +78,21 @@ pub struct AllenCunneen {
 impl AllenCunneen {
     /// # Errors
     /// [`AnalyticError::Invalid`] for λ < 0, E[S] ≤ 0, c = 0 or negative SCVs.
-    pub fn new(lambda: f64, es: f64, c: u32, ca2: f64, cs2: f64) -> Result<AllenCunneen, AnalyticError> {
+    pub fn new(
+        lambda: f64,
+        es: f64,
+        c: u32,
+        ca2: f64,
+        cs2: f64,
+    ) -> Result<AllenCunneen, AnalyticError> {
         check_positive("mean service time", es)?;
         check_non_negative("arrival SCV", ca2)?;
         check_non_negative("service SCV", cs2)?;
-        Ok(AllenCunneen { mmc: Mmc::new(lambda, 1.0 / es, c)?, ca2, cs2 })
+        Ok(AllenCunneen {
+            mmc: Mmc::new(lambda, 1.0 / es, c)?,
+            ca2,
+            cs2,
+        })
     }
 
     pub fn stability(&self) -> Stability {
@@ -98,12 +115,37 @@ mod tests {
     #[test]
     fn kingman_exact_cases() {
         // M/M/1 (c_a² = c_s² = 1): exact, Wq = 4 at ρ = 0.8.
-        assert!((Kingman::new(0.8, 1.0, 1.0, 1.0).unwrap().mean_wait().unwrap() - 4.0).abs() < 1e-12);
+        assert!(
+            (Kingman::new(0.8, 1.0, 1.0, 1.0)
+                .unwrap()
+                .mean_wait()
+                .unwrap()
+                - 4.0)
+                .abs()
+                < 1e-12
+        );
         // M/D/1: Kingman equals P-K, 2.
-        assert!((Kingman::new(0.8, 1.0, 1.0, 0.0).unwrap().mean_wait().unwrap() - 2.0).abs() < 1e-12);
+        assert!(
+            (Kingman::new(0.8, 1.0, 1.0, 0.0)
+                .unwrap()
+                .mean_wait()
+                .unwrap()
+                - 2.0)
+                .abs()
+                < 1e-12
+        );
         // D/D/1 never waits.
-        assert_eq!(Kingman::new(0.8, 1.0, 0.0, 0.0).unwrap().mean_wait().unwrap(), 0.0);
-        assert!(matches!(Kingman::new(1.0, 1.0, 1.0, 1.0).unwrap().mean_wait(), Err(Stability::Unstable { .. })));
+        assert_eq!(
+            Kingman::new(0.8, 1.0, 0.0, 0.0)
+                .unwrap()
+                .mean_wait()
+                .unwrap(),
+            0.0
+        );
+        assert!(matches!(
+            Kingman::new(1.0, 1.0, 1.0, 1.0).unwrap().mean_wait(),
+            Err(Stability::Unstable { .. })
+        ));
     }
 
     #[test]

@@ -56,8 +56,13 @@ pub(crate) fn normal_quantile(p: f64) -> f64 {
         -3.066_479_806_614_716e1,
         2.506_628_277_459_239,
     ];
-    const B: [f64; 5] =
-        [-5.447_609_879_822_406e1, 1.615_858_368_580_409e2, -1.556_989_798_598_866e2, 6.680_131_188_771_972e1, -1.328_068_155_288_572e1];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
     const C: [f64; 6] = [
         -7.784_894_002_430_293e-3,
         -3.223_964_580_411_365e-1,
@@ -66,11 +71,17 @@ pub(crate) fn normal_quantile(p: f64) -> f64 {
         4.374_664_141_464_968,
         2.938_163_982_698_783,
     ];
-    const D: [f64; 4] = [7.784_695_709_041_462e-3, 3.224_671_290_700_398e-1, 2.445_134_137_142_996, 3.754_408_661_907_416];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
     let pl = 0.02425;
     let x = if p < pl {
         let q = libm::sqrt(-2.0 * libm::log(p));
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     } else if p <= 1.0 - pl {
         let q = p - 0.5;
         let r = q * q;
@@ -78,7 +89,8 @@ pub(crate) fn normal_quantile(p: f64) -> f64 {
             / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
     } else {
         let q = libm::sqrt(-2.0 * libm::log(1.0 - p));
-        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     };
     // One Halley refinement.
     let e = normal_cdf(x) - p;
@@ -87,14 +99,21 @@ pub(crate) fn normal_quantile(p: f64) -> f64 {
 }
 
 fn tail_edges(n: usize) -> Vec<f64> {
-    (0..=n).map(|i| 1.0 - (1.0 - i as f64 / n as f64).powi(2)).collect()
+    (0..=n)
+        .map(|i| 1.0 - (1.0 - i as f64 / n as f64).powi(2))
+        .collect()
 }
 
 /// Bins of `max(1, floor(X))`, X lognormal (median, σ).
 fn lognormal_bins(median: f64, sigma: f64, n: usize) -> Vec<Bin> {
     if sigma <= 0.0 {
         let v = libm::floor(median).max(1.0);
-        return vec![Bin { mean: v, lo: v, hi: v, w: 1.0 }];
+        return vec![Bin {
+            mean: v,
+            lo: v,
+            hi: v,
+            w: 1.0,
+        }];
     }
     let edges = tail_edges(n);
     let shift = libm::exp(sigma * sigma / 2.0);
@@ -104,10 +123,23 @@ fn lognormal_bins(median: f64, sigma: f64, n: usize) -> Vec<Bin> {
         let (za, zb) = (normal_quantile(ua), normal_quantile(ub));
         let part = normal_cdf(zb - sigma) - normal_cdf(za - sigma);
         let mean = median * shift * part / (ub - ua);
-        let lo = if za.is_finite() { median * libm::exp(sigma * za) } else { 0.0 };
-        let hi = if zb.is_finite() { median * libm::exp(sigma * zb) } else { 2.0 * mean - lo };
+        let lo = if za.is_finite() {
+            median * libm::exp(sigma * za)
+        } else {
+            0.0
+        };
+        let hi = if zb.is_finite() {
+            median * libm::exp(sigma * zb)
+        } else {
+            2.0 * mean - lo
+        };
         let f = |x: f64| (x - 0.5).max(1.0);
-        bins.push(Bin { mean: f(mean), lo: f(lo), hi: f(hi.max(lo)), w: ub - ua });
+        bins.push(Bin {
+            mean: f(mean),
+            lo: f(lo),
+            hi: f(hi.max(lo)),
+            w: ub - ua,
+        });
     }
     bins
 }
@@ -124,7 +156,8 @@ fn quantile_groups(values: &[f64], n: usize) -> (Vec<usize>, Vec<(f64, f64)>) {
     let mut bin = 0usize;
     let mut start = 0usize;
     while start < len {
-        let mut end = ((edges[(bin + 1).min(n)] * len as f64).round() as usize).clamp(start + 1, len);
+        let mut end =
+            ((edges[(bin + 1).min(n)] * len as f64).round() as usize).clamp(start + 1, len);
         // Keep equal values in one bin.
         while end < len && values[idx[end]] == values[idx[end - 1]] {
             end += 1;
@@ -148,7 +181,12 @@ pub(crate) fn atoms(dist: &LengthDist, n: usize) -> Vec<Atom> {
 
 fn push_atoms(dist: &LengthDist, n: usize, weight: f64, out: &mut Vec<Atom>, bin0: usize) -> usize {
     match dist {
-        LengthDist::Lognormal { prompt_median, prompt_sigma, output_median, output_sigma } => {
+        LengthDist::Lognormal {
+            prompt_median,
+            prompt_sigma,
+            output_median,
+            output_sigma,
+        } => {
             let pb = lognormal_bins(*prompt_median, *prompt_sigma, n);
             let ob = lognormal_bins(*output_median, *output_sigma, n);
             for (i, p) in pb.iter().enumerate() {
@@ -167,7 +205,14 @@ fn push_atoms(dist: &LengthDist, n: usize, weight: f64, out: &mut Vec<Atom>, bin
         }
         LengthDist::Fixed { prompt, output } => {
             let p = *prompt as f64;
-            out.push(Atom { prompt: p, output: *output as f64, w: weight, prompt_lo: p, prompt_hi: p, prompt_bin: bin0 });
+            out.push(Atom {
+                prompt: p,
+                output: *output as f64,
+                w: weight,
+                prompt_lo: p,
+                prompt_hi: p,
+                prompt_bin: bin0,
+            });
             bin0 + 1
         }
         LengthDist::Empirical { pairs } => {
@@ -258,8 +303,16 @@ mod tests {
         let ep: f64 = a.iter().map(|x| x.w * x.prompt).sum();
         let eo: f64 = a.iter().map(|x| x.w * x.output).sum();
         assert!((w - 1.0).abs() < 1e-12);
-        assert!((ep / m.prompt.0 - 1.0).abs() < 2e-3, "{ep} vs {}", m.prompt.0);
-        assert!((eo / m.output.0 - 1.0).abs() < 2e-3, "{eo} vs {}", m.output.0);
+        assert!(
+            (ep / m.prompt.0 - 1.0).abs() < 2e-3,
+            "{ep} vs {}",
+            m.prompt.0
+        );
+        assert!(
+            (eo / m.output.0 - 1.0).abs() < 2e-3,
+            "{eo} vs {}",
+            m.output.0
+        );
         let c = size_classes(&a, 2);
         assert_eq!(c.len(), 2);
         assert!((c[0].0 - 0.5).abs() < 0.05 && c[0].1 + c[0].2 < c[1].1 + c[1].2);

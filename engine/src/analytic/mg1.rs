@@ -27,7 +27,11 @@ impl Mg1 {
         check_positive("mean service time", es)?;
         check_positive("second service moment", es2)?;
         if es2 < es * es * (1.0 - 1e-12) {
-            return Err(AnalyticError::Invalid { name: "second service moment", value: es2, why: "must be >= E[S]^2" });
+            return Err(AnalyticError::Invalid {
+                name: "second service moment",
+                value: es2,
+                why: "must be >= E[S]^2",
+            });
         }
         Ok(Mg1 { lambda, es, es2 })
     }
@@ -78,7 +82,10 @@ mod tests {
         let q = Mg1::new(0.8, 1.0, 1.0).unwrap();
         assert!((q.mean_wait().unwrap() - 2.0).abs() < 1e-12);
         assert!((q.mean_in_system().unwrap() - 0.8 * 3.0).abs() < 1e-12);
-        assert!(matches!(Mg1::new(1.2, 1.0, 1.0).unwrap().mean_wait(), Err(Stability::Unstable { .. })));
+        assert!(matches!(
+            Mg1::new(1.2, 1.0, 1.0).unwrap().mean_wait(),
+            Err(Stability::Unstable { .. })
+        ));
         assert!(Mg1::new(0.5, 1.0, 0.5).is_err());
     }
 }

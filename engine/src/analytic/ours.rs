@@ -1,23 +1,686 @@
-//! Our model (placeholder while it is written).
-use super::{AnalyticError, Prediction};
-use crate::config::SimConfig;
+//! Our model: a size-aware, stall-aware, finite-horizon model of a continuous-batching
+//! server, fixing what the reference models ignore.
+//!
+//! # Method
+//! 1. **Lengths**: the joint (prompt, output) distribution as ~1000 atoms with tail-refined
+//!    quantile bins (see `lengths.rs`), not just the means.
+//! 2. **KV occupancy** (reserve mode): given n in system, the reserved tokens are the sum of
+//!    n i.i.d. sizes drawn from the *in-system* composition, which by Little's law per size
+//!    is the arrival distribution weighted by the hold time `W̄ + S(P, O)` (size-biased by
+//!    output length, through the service), truncated at K (product-form knapsack,
+//!    Kaufman–Roberts style, on a ≤ 256-unit grid). The acceptance probability of an
+//!    arrival finding n, `a(n) = P(R_n + size ≤ K)`, uses the arrival sizes, so small
+//!    requests are admitted more often (size-biased admission), and the accepted requests'
+//!    mean prompt/output — hence the service rate — follow from it.
+//! 3. **Stalls**: every joiner's prefill stalls the whole batch. With n ≤ B running, the
+//!    decode rate is slowed by the arrival-driven prefill fraction `λ a(n) δ`; with a queue,
+//!    each departure brings a joiner, so the full-batch departure rate is
+//!    `D = B / (E[O]·decode(B) + B·δ(B))`, δ the joiner's prefill (continuous) or the extra
+//!    cost of the mixed iteration (chunked).
+//! 4. **Transient**: the birth–death chain on n (births λ a(n), deaths D(n)) is integrated
+//!    from an empty server over the horizon (uniformisation steps), so near-critical loads
+//!    whose queue fills over hundreds of seconds, and the cut horizon's unfinished
+//!    requests, are accounted for; PASTA uses the time-averaged distribution.
+//! 5. **TTFT**: an accepted arrival finding n < B waits the residual of the current
+//!    iteration (length-biased), its prefill `prefill(n+1, P)` (P from the accepted prompt
+//!    distribution given n) and, in reference mode, its first decode plus any prefill of a
+//!    request joining in between; finding n ≥ B it waits for `n − B + 1` departures, a gamma
+//!    with the exact residual of the first departure and the service-time variance
+//!    (length variance) for the rest. Quantiles invert the mixture CDF.
+//! 6. **Paged** (queueing) mode: no reservation loss; the running set is limited by B and by
+//!    the KV the running requests occupy on average (prompt + half the output); unstable
+//!    (explicit) when λ exceeds the full-batch departure rate.
+//!
+//! # Validity
+//! Poisson arrivals; `continuous` and `chunked` policies; any cost model (evaluated at the
+//! batch's size); first-token convention and horizon/end rule from the configuration.
 
-/// Our model.
+use super::lengths::{atoms, Atom};
+use super::reference_mmc::{prefill_tokens, LEVELS};
+use super::special::{gamma_cdf_mean_scv, invert_monotone};
+use super::{AnalyticError, Predicted, Prediction};
+use crate::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
+use crate::cost::BatchShape;
+use crate::workload::ArrivalProcess;
+
+/// Grid resolution of the KV occupancy [units of K].
+const GRID: f64 = 256.0;
+/// Bins per length marginal.
+const BINS: usize = 32;
+
+/// Our model, bound to one configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ours {
     cfg: SimConfig,
+    atoms: Vec<Atom>,
+}
+
+/// Per-state quantities.
+#[derive(Clone, Debug, Default)]
+struct StateInfo {
+    /// Acceptance probability of an arrival finding n.
+    accept: f64,
+    /// Mean prompt / output of accepted arrivals finding n.
+    acc_prompt: f64,
+    acc_output: f64,
+    acc_output2: f64,
+    /// Weight of each prompt bin among accepted arrivals finding n (sums to `accept`).
+    prompt_bins: Vec<f64>,
 }
 
 impl Ours {
     /// # Errors
-    /// Never yet.
+    /// [`AnalyticError::Config`] for an invalid configuration; [`AnalyticError::Unsupported`]
+    /// for policies other than continuous/chunked, or non-Poisson arrivals.
     pub fn from_config(cfg: &SimConfig) -> Result<Ours, AnalyticError> {
-        Ok(Ours { cfg: cfg.clone() })
+        cfg.validate()?;
+        if !matches!(cfg.server.policy, Policy::Continuous | Policy::Chunked) {
+            return Err(AnalyticError::Unsupported {
+                model: "ours",
+                what: format!("policy {}", cfg.server.policy.as_str()),
+            });
+        }
+        if !matches!(cfg.workload.arrivals, ArrivalProcess::Poisson { .. }) {
+            return Err(AnalyticError::Unsupported {
+                model: "ours",
+                what: "non-Poisson arrivals".into(),
+            });
+        }
+        Ok(Ours {
+            cfg: cfg.clone(),
+            atoms: atoms(&cfg.workload.lengths, BINS),
+        })
     }
 
+    fn cost_ctx(&self, b: u32) -> u64 {
+        let m = self.cfg.workload.lengths.moments();
+        (b as f64 * (m.prompt.0 + m.output.0 / 2.0)) as u64
+    }
+
+    fn decode(&self, b: u32) -> f64 {
+        self.cfg.cost.decode_step(b.max(1), self.cost_ctx(b))
+    }
+
+    /// The iteration that prefills `tokens` for a joiner with `b` running [s].
+    fn prefill_iter(&self, b: u32, tokens: f64) -> f64 {
+        match self.cfg.server.policy {
+            Policy::Chunked => {
+                let lo = libm::floor(tokens.max(0.0));
+                let it = |t: u64| {
+                    self.cfg.cost.iteration(&BatchShape {
+                        running: b.max(1),
+                        prefill_tokens: t,
+                        prefill_seqs: 1,
+                        decode_seqs: b.saturating_sub(1),
+                        context_tokens: self.cost_ctx(b),
+                    })
+                };
+                let (t0, t1) = (it(lo as u64), it(lo as u64 + 1));
+                t0 + (tokens - lo) * (t1 - t0)
+            }
+            _ => prefill_tokens(&self.cfg.cost, b, tokens),
+        }
+    }
+
+    /// Stall a joiner adds to the batch [s].
+    fn stall(&self, b: u32, tokens: f64) -> f64 {
+        match self.cfg.server.policy {
+            Policy::Chunked => {
+                (self.prefill_iter(b, tokens) - self.decode(b.saturating_sub(1).max(1))).max(0.0)
+            }
+            _ => self.prefill_iter(b, tokens),
+        }
+    }
+
+    /// The prediction.
+    ///
     /// # Errors
-    /// Unsupported for now.
+    /// None on a validated configuration; kept fallible for future numerical checks.
     pub fn prediction(&self) -> Result<Prediction, AnalyticError> {
-        Err(AnalyticError::Unsupported { model: "ours", what: format!("{:?}", self.cfg.server.policy) })
+        let cfg = &self.cfg;
+        let lambda = cfg.workload.rate();
+        let b_max = cfg.server.max_batch;
+        let k_tok = cfg.server.kv_tokens as f64;
+        let block = cfg.server.block_size.max(1) as f64;
+        let reserve = cfg.server.kv_mode == KvMode::Reserve;
+        let after_decode = cfg.first_token == FirstToken::AfterFirstDecode;
+        let m = cfg.workload.lengths.moments();
+        let n_pbins = self.atoms.iter().map(|a| a.prompt_bin).max().unwrap_or(0) + 1;
+        let mut pbin_range = vec![(f64::INFINITY, 0.0f64, 0.0f64); n_pbins];
+        for a in &self.atoms {
+            let r = &mut pbin_range[a.prompt_bin];
+            r.0 = r.0.min(a.prompt_lo);
+            r.1 = r.1.max(a.prompt_hi);
+            r.2 = a.prompt;
+        }
+
+        // KV grid.
+        let unit = (k_tok / GRID).max(1.0);
+        let k_u = libm::floor(k_tok / unit) as usize;
+        let size_tok = |a: &Atom| libm::ceil((a.prompt + a.output) / block) * block;
+        let size_u: Vec<usize> = self
+            .atoms
+            .iter()
+            .map(|a| libm::round(size_tok(a) / unit) as usize)
+            .collect();
+        // Arrival-size tables over the free space x (units): acceptance, E[P·1], E[O·1],
+        // E[O²·1], per prompt bin.
+        let mut f_acc = vec![0.0; k_u + 1];
+        let mut f_p = vec![0.0; k_u + 1];
+        let mut f_o = vec![0.0; k_u + 1];
+        let mut f_o2 = vec![0.0; k_u + 1];
+        let mut f_bin = vec![vec![0.0; k_u + 1]; n_pbins];
+        for (a, &s) in self.atoms.iter().zip(&size_u) {
+            if s <= k_u && size_tok(a) <= k_tok {
+                f_acc[s] += a.w;
+                f_p[s] += a.w * a.prompt;
+                f_o[s] += a.w * a.output;
+                f_o2[s] += a.w * a.output * a.output;
+                f_bin[a.prompt_bin][s] += a.w;
+            }
+        }
+        for x in 1..=k_u {
+            f_acc[x] += f_acc[x - 1];
+            f_p[x] += f_p[x - 1];
+            f_o[x] += f_o[x - 1];
+            f_o2[x] += f_o2[x - 1];
+            for fb in f_bin.iter_mut() {
+                fb[x] += fb[x - 1];
+            }
+        }
+
+        // Fixed point over accepted means, waits and acceptance.
+        let mut acc_p = m.prompt.0;
+        let mut acc_o = m.output.0;
+        let mut acc_o2 = m.output.1;
+        let mut mean_wait = 0.0;
+        let mut states: Vec<StateInfo> = Vec::new();
+        let mut result = None;
+        for _iter in 0..4 {
+            // Departure rates.
+            let d_full = b_max as f64
+                / (acc_o * self.decode(b_max) + b_max as f64 * self.stall(b_max, acc_p));
+            let service_b = |b: u32, sigma: f64| {
+                self.prefill_iter(b, acc_p) + acc_o * self.decode(b) / (1.0 - sigma)
+            };
+            // Occupancy composition and conditional occupancy per n (reserve).
+            let n_top: usize;
+            states.clear();
+            if reserve {
+                let tau = self.decode(b_max.min(4));
+                let mut g = vec![0.0; k_u + 1];
+                let mut gsum = 0.0;
+                for (a, &s) in self.atoms.iter().zip(&size_u) {
+                    if s <= k_u {
+                        let h = a.w * (mean_wait + self.prefill_iter(1, a.prompt) + a.output * tau);
+                        g[s] += h;
+                        gsum += h;
+                    }
+                }
+                g.iter_mut().for_each(|x| *x /= gsum);
+                let support: Vec<(usize, f64)> = g
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| **w > 0.0)
+                    .map(|(i, w)| (i, *w))
+                    .collect();
+                let mut conv = vec![0.0; k_u + 1];
+                conv[0] = 1.0;
+                loop {
+                    let n = states.len();
+                    let mass: f64 = conv.iter().sum();
+                    let mut info = StateInfo {
+                        prompt_bins: vec![0.0; n_pbins],
+                        ..StateInfo::default()
+                    };
+                    if mass > 0.0 {
+                        for (j, c) in conv.iter().enumerate() {
+                            if *c == 0.0 {
+                                continue;
+                            }
+                            let w = c / mass;
+                            let free = k_u - j;
+                            info.accept += w * f_acc[free];
+                            info.acc_prompt += w * f_p[free];
+                            info.acc_output += w * f_o[free];
+                            info.acc_output2 += w * f_o2[free];
+                            for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
+                                *pb += w * fb[free];
+                            }
+                        }
+                    }
+                    let done = info.accept < 1e-9 || n > 4000;
+                    if info.accept > 0.0 {
+                        info.acc_prompt /= info.accept;
+                        info.acc_output /= info.accept;
+                        info.acc_output2 /= info.accept;
+                    }
+                    states.push(info);
+                    if done {
+                        break;
+                    }
+                    let mut next = vec![0.0; k_u + 1];
+                    for (j, c) in conv.iter().enumerate() {
+                        if *c == 0.0 {
+                            continue;
+                        }
+                        for &(s, w) in &support {
+                            if j + s > k_u {
+                                break;
+                            }
+                            next[j + s] += c * w;
+                        }
+                    }
+                    let tot: f64 = next.iter().sum();
+                    if tot <= 0.0 {
+                        if let Some(s) = states.last_mut() {
+                            s.accept = 0.0;
+                        }
+                        break;
+                    }
+                    next.iter_mut().for_each(|x| *x /= tot);
+                    conv = next;
+                }
+                if let Some(last) = states.last_mut() {
+                    last.accept = 0.0;
+                }
+                n_top = states.len() - 1;
+            } else {
+                // Paged: unbounded queue unless capped; stable only below the full rate.
+                let rho = lambda / d_full;
+                let cap = cfg.server.queue_cap.map(|q| q as usize + b_max as usize);
+                if cap.is_none() && rho >= 1.0 {
+                    return Ok(Prediction::Unstable { rho });
+                }
+                let top = cap.unwrap_or_else(|| {
+                    let r = rho.max(1e-9);
+                    b_max as usize + (libm::log(1e-12) / libm::log(r)).min(20_000.0) as usize + 8
+                });
+                let mut bins = vec![0.0; n_pbins];
+                for a in &self.atoms {
+                    bins[a.prompt_bin] += a.w;
+                }
+                for n in 0..=top {
+                    states.push(StateInfo {
+                        accept: if n == top && cap.is_some() { 0.0 } else { 1.0 },
+                        acc_prompt: m.prompt.0,
+                        acc_output: m.output.0,
+                        acc_output2: m.output.1,
+                        prompt_bins: bins.clone(),
+                    });
+                }
+                n_top = top;
+            }
+            // Paged KV limit on the running set.
+            let kv_run = if reserve {
+                u32::MAX
+            } else {
+                let per = m.prompt.0 + m.output.0 / 2.0;
+                (libm::floor(k_tok * (1.0 - cfg.server.watermark) / per) as u32).max(1)
+            };
+            let b_cap = b_max.min(kv_run);
+            // Death rates D(n).
+            let deaths: Vec<f64> = (0..=n_top)
+                .map(|n| {
+                    if n == 0 {
+                        return 0.0;
+                    }
+                    let b = (n as u32).min(b_cap);
+                    if (n as u32) > b_cap {
+                        let dfull =
+                            b as f64 / (acc_o * self.decode(b) + b as f64 * self.stall(b, acc_p));
+                        return dfull;
+                    }
+                    let sigma = if (n as u32) < b_cap {
+                        (lambda * states[n].accept * self.stall(b + 1, acc_p)).min(0.9)
+                    } else {
+                        0.0
+                    };
+                    b as f64 / service_b(b, sigma)
+                })
+                .collect();
+            // Transient birth–death from empty over the horizon (uniformisation).
+            let horizon = cfg.horizon_s;
+            let births: Vec<f64> = states.iter().map(|s| lambda * s.accept).collect();
+            let big = births
+                .iter()
+                .zip(&deaths)
+                .map(|(a, d)| a + d)
+                .fold(0.0, f64::max)
+                .max(1e-9)
+                * 1.02;
+            let dt = 1.0 / big;
+            let steps = libm::ceil(horizon / dt) as usize;
+            let mut p = vec![0.0; n_top + 1];
+            p[0] = 1.0;
+            let mut avg = vec![0.0; n_top + 1];
+            let mut departed = 0.0;
+            let mut next = vec![0.0; n_top + 1];
+            let mut converged_at = None;
+            for step in 0..steps {
+                let h = if step + 1 == steps {
+                    horizon - dt * (steps - 1) as f64
+                } else {
+                    dt
+                };
+                for (a, x) in avg.iter_mut().zip(&p) {
+                    *a += x * h;
+                }
+                departed += p.iter().zip(&deaths).map(|(x, d)| x * d).sum::<f64>() * h;
+                let mut diff = 0.0;
+                for n in 0..=n_top {
+                    let out = births[n] + deaths[n];
+                    let mut v = p[n] * (1.0 - out * dt);
+                    if n > 0 {
+                        v += p[n - 1] * births[n - 1] * dt;
+                    }
+                    if n < n_top {
+                        v += p[n + 1] * deaths[n + 1] * dt;
+                    }
+                    next[n] = v;
+                    diff += (v - p[n]).abs();
+                }
+                std::mem::swap(&mut p, &mut next);
+                if diff < 1e-13 {
+                    converged_at = Some(step + 1);
+                    break;
+                }
+            }
+            if let Some(s) = converged_at {
+                let rest = horizon - s as f64 * dt;
+                if rest > 0.0 {
+                    for (a, x) in avg.iter_mut().zip(&p) {
+                        *a += x * rest;
+                    }
+                    departed += p.iter().zip(&deaths).map(|(x, d)| x * d).sum::<f64>() * rest;
+                }
+            }
+            avg.iter_mut().for_each(|x| *x /= horizon);
+            // Read-outs.
+            let accepted: f64 = avg.iter().zip(&states).map(|(x, s)| x * s.accept).sum();
+            let blocking = (1.0 - accepted).max(0.0);
+            let goodput = match cfg.end {
+                EndRule::Cut => departed / horizon,
+                EndRule::Drain => lambda * accepted,
+            };
+            let new_p = avg
+                .iter()
+                .zip(&states)
+                .map(|(x, s)| x * s.accept * s.acc_prompt)
+                .sum::<f64>()
+                / accepted;
+            let new_o = avg
+                .iter()
+                .zip(&states)
+                .map(|(x, s)| x * s.accept * s.acc_output)
+                .sum::<f64>()
+                / accepted;
+            let new_o2 = avg
+                .iter()
+                .zip(&states)
+                .map(|(x, s)| x * s.accept * s.acc_output2)
+                .sum::<f64>()
+                / accepted;
+            // TTFT components.
+            let dec_full = self.decode(b_cap);
+            let tau_full = 1.0
+                / (d_full * new_o / b_cap as f64).max(1e-12)
+                / (new_o / b_cap as f64).max(1e-12);
+            let _ = tau_full;
+            let s_mean = self.prefill_iter(b_cap, new_p)
+                + new_o
+                    * (dec_full + (b_cap as f64 - 1.0) * self.stall(b_cap, new_p) / new_o.max(1.0));
+            let var_o = (new_o2 - new_o * new_o).max(0.0);
+            let per_tok = s_mean / new_o.max(1e-9);
+            let s2 = s_mean * s_mean + var_o * per_tok * per_tok;
+            let s3_over = {
+                // E[S³] for a gamma-shaped S with the same two moments.
+                let scv = (s2 / (s_mean * s_mean) - 1.0).max(0.0);
+                s_mean * s_mean * s_mean * (1.0 + scv) * (1.0 + 2.0 * scv)
+            };
+            let dfull_n = if n_top as u32 > b_cap {
+                deaths[n_top.min(b_cap as usize + 1)]
+            } else {
+                d_full
+            };
+            let (first_mean, first_var) = if b_cap == 1 {
+                let r1 = s2 / (2.0 * s_mean);
+                let r2 = s3_over / (3.0 * s_mean);
+                (r1, (r2 - r1 * r1).max(0.0))
+            } else {
+                let mu = 1.0 / dfull_n;
+                (mu, mu * mu)
+            };
+            let scv_s = (s2 / (s_mean * s_mean) - 1.0).max(0.0);
+            let mut comps: Vec<Comp> = Vec::new();
+            let mut mean_ttft = 0.0;
+            let mut wait_sum = 0.0;
+            let mut wsum = 0.0;
+            for (n, (x, s)) in avg.iter().zip(&states).enumerate() {
+                let w_state = x * s.accept;
+                if w_state <= 0.0 {
+                    continue;
+                }
+                let nb = n as u32;
+                if nb < b_cap {
+                    let b = nb + 1;
+                    let dec = if after_decode { self.decode(b) } else { 0.0 };
+                    let sigma = (lambda * s.accept * self.stall(b, new_p)).min(0.9);
+                    let res_mean = if n == 0 {
+                        0.0
+                    } else {
+                        (1.0 - sigma) * self.decode(nb) / 2.0
+                            + sigma * self.prefill_iter(nb, new_p) / 2.0
+                    };
+                    let pf_mean = self.prefill_iter(b, s.acc_prompt);
+                    let (q, delta) = if after_decode && b < b_cap {
+                        let rate = lambda * states.get(n + 1).map_or(0.0, |t| t.accept);
+                        (
+                            1.0 - libm::exp(-rate * (res_mean + pf_mean)),
+                            self.stall(b + 1, new_p),
+                        )
+                    } else {
+                        (0.0, 0.0)
+                    };
+                    mean_ttft += w_state * (res_mean + pf_mean + dec + q * delta);
+                    for (pb, &wb) in s.prompt_bins.iter().enumerate() {
+                        if wb <= 0.0 {
+                            continue;
+                        }
+                        let (lo, hi, _) = pbin_range[pb];
+                        let (t_lo, t_hi) = (
+                            self.prefill_iter(b, lo) + dec,
+                            self.prefill_iter(b, hi) + dec,
+                        );
+                        comps.push(Comp::Uniform {
+                            w: x * wb * (1.0 - q),
+                            base: t_lo,
+                            w1: 2.0 * res_mean,
+                            w2: t_hi - t_lo,
+                        });
+                        if q > 0.0 {
+                            comps.push(Comp::Uniform {
+                                w: x * wb * q,
+                                base: t_lo + delta,
+                                w1: 2.0 * res_mean,
+                                w2: t_hi - t_lo,
+                            });
+                        }
+                    }
+                } else {
+                    let mdep = (nb - b_cap + 1) as f64;
+                    let wmean = first_mean + (mdep - 1.0) / dfull_n;
+                    let wvar = first_var + (mdep - 1.0) * scv_s / (dfull_n * dfull_n);
+                    let dec = if after_decode {
+                        self.decode(b_cap)
+                    } else {
+                        0.0
+                    };
+                    let ft = self.prefill_iter(b_cap, s.acc_prompt) + dec;
+                    let slope =
+                        (self.prefill_iter(b_cap, 1000.0) - self.prefill_iter(b_cap, 0.0)) / 1000.0;
+                    let var_p = (m.prompt.1 - m.prompt.0 * m.prompt.0).max(0.0);
+                    let total_mean = wmean + ft;
+                    let total_var = wvar + slope * slope * var_p;
+                    mean_ttft += w_state * total_mean;
+                    wait_sum += w_state * wmean;
+                    comps.push(Comp::Gamma {
+                        w: w_state,
+                        mean: total_mean,
+                        scv: total_var / (total_mean * total_mean),
+                    });
+                }
+                wsum += w_state;
+            }
+            mean_ttft /= wsum;
+            mean_wait = wait_sum / wsum;
+            acc_p = new_p;
+            acc_o = new_o;
+            acc_o2 = new_o2;
+            let busy: f64 = avg
+                .iter()
+                .enumerate()
+                .map(|(n, x)| x * (n as u32).min(b_cap) as f64)
+                .sum();
+            let tpot: f64 = avg
+                .iter()
+                .enumerate()
+                .skip(1)
+                .map(|(n, x)| {
+                    let b = (n as u32).min(b_cap);
+                    let stall_rate = if (n as u32) > b_cap {
+                        deaths[n]
+                    } else {
+                        lambda * states[n].accept
+                    };
+                    x * b as f64 * self.decode(b) * (1.0 + stall_rate * self.stall(b, new_p))
+                })
+                .sum::<f64>()
+                / busy.max(1e-300);
+            let cdf = |t: f64| comps.iter().map(|c| c.cdf(t)).sum::<f64>() / wsum;
+            let scale = mean_ttft.max(1e-6) * 4.0;
+            let q = |level: f64| invert_monotone(cdf, level, 0.0, scale);
+            let slo = &cfg.metrics;
+            let meets = if tpot <= slo.slo_tpot_s {
+                cdf(slo.slo_ttft_s)
+            } else {
+                0.0
+            };
+            result = Some(Predicted {
+                ttft_mean_s: mean_ttft,
+                ttft_p50_s: q(LEVELS[0]),
+                ttft_p95_s: q(LEVELS[1]),
+                ttft_p99_s: q(LEVELS[2]),
+                tpot_mean_s: if busy > 0.0 { tpot } else { self.decode(1) },
+                goodput_rps: goodput,
+                blocking,
+                utilisation: busy / b_cap as f64,
+                slo_attainment: (1.0 - blocking) * meets,
+            });
+        }
+        let _ = acc_o2;
+        match result {
+            Some(r) => Ok(Prediction::Stable(r)),
+            None => Err(AnalyticError::NoConvergence {
+                what: "ours fixed point",
+                residual: f64::NAN,
+            }),
+        }
+    }
+}
+
+/// One mixture component of the TTFT distribution.
+#[derive(Clone, Copy, Debug)]
+enum Comp {
+    /// `base + U(0, w1) + U(0, w2)` with weight w.
+    Uniform { w: f64, base: f64, w1: f64, w2: f64 },
+    /// Gamma with the given mean and SCV, weight w.
+    Gamma { w: f64, mean: f64, scv: f64 },
+}
+
+impl Comp {
+    fn cdf(&self, t: f64) -> f64 {
+        match *self {
+            Comp::Uniform { w, base, w1, w2 } => {
+                w * uniform_sum_cdf(t - base, w1.max(0.0), w2.max(0.0))
+            }
+            Comp::Gamma { w, mean, scv } => w * gamma_cdf_mean_scv(mean, scv, t),
+        }
+    }
+}
+
+/// CDF of `U(0, a) + U(0, b)` at y (degenerate widths allowed).
+fn uniform_sum_cdf(y: f64, a: f64, b: f64) -> f64 {
+    let (w1, w2) = if a <= b { (a, b) } else { (b, a) };
+    if y <= 0.0 {
+        return 0.0;
+    }
+    if y >= w1 + w2 {
+        return 1.0;
+    }
+    if w2 <= 1e-15 {
+        return 1.0;
+    }
+    if w1 <= 1e-15 {
+        return (y / w2).min(1.0);
+    }
+    if y < w1 {
+        y * y / (2.0 * w1 * w2)
+    } else if y < w2 {
+        (y - w1 / 2.0) / w2
+    } else {
+        1.0 - (w1 + w2 - y) * (w1 + w2 - y) / (2.0 * w1 * w2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_sum() {
+        assert!((uniform_sum_cdf(1.0, 1.0, 1.0) - 0.5).abs() < 1e-12);
+        assert!((uniform_sum_cdf(0.5, 0.0, 1.0) - 0.5).abs() < 1e-12);
+        assert_eq!(uniform_sum_cdf(3.0, 1.0, 1.0), 1.0);
+    }
+
+    #[test]
+    fn ours_is_finite_on_the_grid_corners() {
+        for (lam, b, k) in [
+            (0.5, 1, 2048),
+            (3.0, 1, 16384),
+            (3.0, 8, 2048),
+            (1.0, 4, 8192),
+        ] {
+            let cfg = SimConfig::reference(lam, b, k);
+            let p = Ours::from_config(&cfg).unwrap().prediction().unwrap();
+            let m = p.metrics().unwrap();
+            assert!(m.ttft_mean_s.is_finite() && m.ttft_mean_s > 0.0, "{m:?}");
+            assert!(
+                m.ttft_p50_s <= m.ttft_p95_s && m.ttft_p95_s <= m.ttft_p99_s,
+                "{m:?}"
+            );
+            assert!(
+                (0.0..1.0).contains(&m.blocking) && m.goodput_rps > 0.0,
+                "{m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paged_overload_is_explicit() {
+        let mut cfg = SimConfig::reference(3.0, 1, 16384);
+        cfg.server.kv_mode = KvMode::Paged;
+        assert!(matches!(
+            Ours::from_config(&cfg).unwrap().prediction().unwrap(),
+            Prediction::Unstable { .. }
+        ));
+        cfg.workload = cfg.workload.with_rate(0.3);
+        assert!(Ours::from_config(&cfg)
+            .unwrap()
+            .prediction()
+            .unwrap()
+            .metrics()
+            .is_some());
     }
 }

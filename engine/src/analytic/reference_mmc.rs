@@ -163,7 +163,11 @@ impl ReferenceMmc {
                 1.0 - pw * libm::exp(-(self.c as f64 * self.mu - p.lambda) * w)
             }
         };
-        let meets = if tpot <= slo.slo_tpot_s { cdf_at(slo.slo_ttft_s) } else { 0.0 };
+        let meets = if tpot <= slo.slo_tpot_s {
+            cdf_at(slo.slo_ttft_s)
+        } else {
+            0.0
+        };
         Prediction::Stable(Predicted {
             ttft_mean_s: sft + wq,
             ttft_p50_s: q(LEVELS[0]),
@@ -190,7 +194,10 @@ mod tests {
         assert_eq!(m.servers(), 8);
         let p = m.prediction(&cfg);
         let s = p.metrics().unwrap();
-        assert!(s.blocking < 1e-3 && s.ttft_mean_s > 0.03 && s.ttft_mean_s < 0.1, "{s:?}");
+        assert!(
+            s.blocking < 1e-3 && s.ttft_mean_s > 0.03 && s.ttft_mean_s < 0.1,
+            "{s:?}"
+        );
         assert!(s.ttft_p50_s <= s.ttft_p95_s && s.ttft_p95_s <= s.ttft_p99_s);
         // B = 1 at λ = 3 is beyond one server: explicit instability, no NaN.
         let cfg = SimConfig::reference(3.0, 1, 8192);

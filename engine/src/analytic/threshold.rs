@@ -55,7 +55,10 @@ pub fn dp_threshold(cfg: &SimConfig, slo_p99_ttft_s: f64) -> Result<Threshold, A
     }
     let n_star = n_star.max(1);
     let capped = ReferenceChain::with_cap(params, Some(n_star))?;
-    Ok(Threshold { max_in_system: n_star, prediction: capped.prediction(cfg) })
+    Ok(Threshold {
+        max_in_system: n_star,
+        prediction: capped.prediction(cfg),
+    })
 }
 
 #[cfg(test)]
@@ -67,7 +70,12 @@ mod tests {
         let cfg = SimConfig::reference(3.0, 1, 16384);
         let loose = dp_threshold(&cfg, 30.0).unwrap();
         let tight = dp_threshold(&cfg, 3.0).unwrap();
-        assert!(tight.max_in_system < loose.max_in_system, "{} {}", tight.max_in_system, loose.max_in_system);
+        assert!(
+            tight.max_in_system < loose.max_in_system,
+            "{} {}",
+            tight.max_in_system,
+            loose.max_in_system
+        );
         let m = tight.prediction.metrics().unwrap();
         assert!(m.ttft_p99_s <= 3.0 * 1.05, "{m:?}");
         assert!(dp_threshold(&cfg, 0.001).is_err());
