@@ -554,6 +554,19 @@ async fn scrape_metrics(
     n
 }
 
+/// The timer wheel has 1 ms granularity (a sleep wakes up to 1 ms late): sleep until
+/// [`SPIN_WINDOW`] before `at`, then yield until `at`, so sends are sub-millisecond on time.
+const SPIN_WINDOW: Duration = Duration::from_micros(1500);
+
+async fn sleep_precise(at: Instant) {
+    if let Some(early) = at.checked_sub(SPIN_WINDOW) {
+        tokio::time::sleep_until(early).await;
+    }
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
+    }
+}
+
 fn status(pb: &ProgressBar, sent: u64, done: u64, errors: u64) {
     pb.set_message(format!(
         "{} in flight, {errors} errors",
@@ -651,7 +664,7 @@ pub async fn run_load(
                 let body = ep.body(&prompts.prompt(r.id, r.prompt), r.output);
                 let at = t0 + Duration::from_secs_f64(r.arrival);
                 tokio::select! {
-                    _ = tokio::time::sleep_until(at) => {}
+                    _ = sleep_precise(at) => {}
                     _ = cancel.changed() => break,
                 }
                 let (ep, tx, sem, sent, mut cancel) = (
