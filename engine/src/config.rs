@@ -216,13 +216,19 @@ impl SimConfig {
         positive("slo_ttft_s", self.metrics.slo_ttft_s)?;
         positive("slo_tpot_s", self.metrics.slo_tpot_s)?;
         // The smallest request the workload can produce must fit in the cache.
-        let need = match self.server.kv_mode {
-            KvMode::Reserve => 2,
-            KvMode::Paged => 1,
+        let need = match &self.workload.arrivals {
+            crate::workload::ArrivalProcess::Trace { requests } => {
+                requests.iter().map(|r| r.prompt as u64 + r.output as u64).min().unwrap_or(2)
+            }
+            _ => self.workload.lengths.min_total(),
         };
-        let blocks = s.kv_tokens / s.block_size as u64;
-        if blocks * (s.block_size as u64) < need || blocks == 0 {
-            return Err(ConfigError::KvTooSmall { kv_tokens: s.kv_tokens, need_tokens: need.max(s.block_size as u64) });
+        let need = match self.workload.max_model_len {
+            Some(cap) => need.min(cap as u64),
+            None => need,
+        };
+        let bs = s.block_size as u64;
+        if need.div_ceil(bs) > s.kv_tokens / bs {
+            return Err(ConfigError::KvTooSmall { kv_tokens: s.kv_tokens, need_tokens: need.div_ceil(bs) * bs });
         }
         Ok(())
     }

@@ -13,7 +13,6 @@ pub use arrivals::{ArrivalProcess, TraceRequest};
 pub use lengths::{LengthDist, LengthMoments, MixtureClass};
 
 use crate::error::{positive, ConfigError};
-use rand::SeedableRng;
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
@@ -175,11 +174,6 @@ impl Iterator for RequestStream<'_> {
         self.next_id += 1;
         Some(Request { id, arrival, prompt, output, class })
     }
-}
-
-/// Creates the deterministic seeded RNG used for anything else random in a run.
-pub(crate) fn aux_rng(seed: u64) -> Pcg64Mcg {
-    Pcg64Mcg::seed_from_u64(seed ^ 0xa076_1d64_78bd_642f)
 }
 
 #[cfg(test)]

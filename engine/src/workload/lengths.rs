@@ -116,6 +116,16 @@ impl LengthDist {
         }
     }
 
+    /// The smallest prompt + output this distribution can produce [tokens].
+    pub fn min_total(&self) -> u64 {
+        match self {
+            LengthDist::Lognormal { .. } => 2,
+            LengthDist::Empirical { pairs } => pairs.iter().map(|p| p.0 as u64 + p.1 as u64).min().unwrap_or(2),
+            LengthDist::Fixed { prompt, output } => *prompt as u64 + *output as u64,
+            LengthDist::Mixture { classes } => classes.iter().map(|c| c.lengths.min_total()).min().unwrap_or(2),
+        }
+    }
+
     /// Moments of (prompt, output, prompt+output): E[X] and E[X²] for each.
     pub fn moments(&self) -> LengthMoments {
         match self {

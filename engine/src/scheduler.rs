@@ -1,0 +1,253 @@
+//! Scheduling policies. [`Scheduler`] is the seam: each policy owns its waiting queue and
+//! decides, at every iteration boundary, who joins the running set and what each running
+//! sequence does in the next iteration (a prefill chunk, one decode token, or nothing).
+//! The event loop in [`crate::sim`] executes the plan and never looks at the policy.
+
+mod chunked;
+mod continuous;
+mod serial;
+mod sjf;
+mod static_batch;
+
+pub use chunked::Chunked;
+pub use continuous::Continuous;
+pub use serial::Serial;
+pub use sjf::Sjf;
+pub use static_batch::StaticBatch;
+
+use crate::kv_cache::KvCache;
+use crate::workload::Request;
+use std::collections::VecDeque;
+
+/// A request inside the server.
+#[derive(Clone, Debug)]
+pub struct Seq {
+    pub req: Request,
+    /// Output tokens emitted so far.
+    pub generated: u32,
+    /// Tokens to prefill on this admission (prompt, or prompt + generated after preemption).
+    pub prefill_target: u32,
+    /// Tokens of `prefill_target` already computed.
+    pub prefilled: u32,
+    /// Tokens in KV (computed context).
+    pub kv_tokens: u64,
+    /// Blocks held (paged) or reserved (reserve).
+    pub blocks: u64,
+    pub first_token: Option<f64>,
+    pub last_token: f64,
+    pub max_gap: f64,
+    pub stalls: u32,
+    pub preemptions: u32,
+    /// This iteration: prefill tokens scheduled.
+    pub chunk: u32,
+    /// This iteration: decodes one token.
+    pub decode: bool,
+}
+
+impl Seq {
+    pub fn new(req: Request, reserved_blocks: u64) -> Seq {
+        Seq {
+            req,
+            generated: 0,
+            prefill_target: req.prompt,
+            prefilled: 0,
+            kv_tokens: 0,
+            blocks: reserved_blocks,
+            first_token: None,
+            last_token: f64::NAN,
+            max_gap: 0.0,
+            stalls: 0,
+            preemptions: 0,
+            chunk: 0,
+            decode: false,
+        }
+    }
+
+    /// Whether the prefill of this admission is complete.
+    #[inline]
+    pub fn prefill_done(&self) -> bool {
+        self.prefilled >= self.prefill_target
+    }
+
+    /// Output tokens still to produce.
+    #[inline]
+    pub fn remaining(&self) -> u32 {
+        self.req.output - self.generated
+    }
+
+    /// Total length used by SJF.
+    #[inline]
+    pub fn total_len(&self) -> u64 {
+        self.req.total_tokens()
+    }
+}
+
+/// What the next iteration contains.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub prefill_tokens: u64,
+    pub prefill_seqs: u32,
+    pub decode_seqs: u32,
+}
+
+impl Plan {
+    /// An iteration in which every running sequence decodes and nothing prefills.
+    #[inline]
+    pub fn is_pure_decode(&self, running: usize) -> bool {
+        self.prefill_seqs == 0 && self.decode_seqs as usize == running && running > 0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prefill_seqs == 0 && self.decode_seqs == 0
+    }
+}
+
+/// What a policy sees when planning.
+#[derive(Debug)]
+pub struct PlanCtx<'a> {
+    /// Running set in admission order (the last is the most recently admitted).
+    pub running: &'a mut Vec<Seq>,
+    pub kv: &'a mut KvCache,
+    /// B.
+    pub max_batch: usize,
+    /// Token budget per iteration (chunked).
+    pub token_budget: u32,
+}
+
+impl PlanCtx<'_> {
+    /// Moves `seq` into the running set if the KV cache lets it in (paged: its prefill's
+    /// blocks above the watermark; reserve: already reserved at arrival). Returns it back
+    /// on refusal.
+    pub fn try_admit(&mut self, mut seq: Seq) -> Result<(), Seq> {
+        if self.kv.mode() == crate::config::KvMode::Paged {
+            let need = self.kv.blocks_for(seq.prefill_target as u64);
+            if !self.kv.try_take_above_watermark(need) {
+                return Err(seq);
+            }
+            seq.blocks = need;
+        }
+        seq.chunk = 0;
+        seq.decode = false;
+        self.running.push(seq);
+        Ok(())
+    }
+
+    /// Plan in which every prefilled running sequence decodes and every unprefilled one
+    /// prefills its whole remaining target (prefill priority: if anything prefills,
+    /// nothing decodes).
+    pub fn plan_prefill_priority(&mut self) -> Plan {
+        let mut plan = Plan::default();
+        for s in self.running.iter_mut() {
+            s.decode = false;
+            s.chunk = 0;
+            if !s.prefill_done() {
+                s.chunk = s.prefill_target - s.prefilled;
+                plan.prefill_tokens += s.chunk as u64;
+                plan.prefill_seqs += 1;
+            }
+        }
+        if plan.prefill_seqs == 0 {
+            for s in self.running.iter_mut() {
+                s.decode = true;
+            }
+            plan.decode_seqs = self.running.len() as u32;
+        }
+        plan
+    }
+}
+
+/// A scheduling policy.
+pub trait Scheduler {
+    /// A new arrival joins the waiting queue.
+    fn enqueue(&mut self, seq: Seq);
+    /// A preempted sequence goes back to the head of the queue.
+    fn requeue_preempted(&mut self, seq: Seq);
+    /// Requests waiting.
+    fn waiting_len(&self) -> usize;
+    /// Admits from the queue and plans the next iteration.
+    fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan;
+    /// Whether an arrival could change the plan of a running pure-decode batch (lets the
+    /// event loop jump over runs of identical iterations).
+    fn arrival_can_join(&self, running: usize, max_batch: usize) -> bool {
+        running < max_batch
+    }
+    /// Empties the queue (end of a cut run).
+    fn drain(&mut self) -> Vec<Seq>;
+}
+
+/// A FIFO waiting queue shared by the FCFS policies.
+#[derive(Debug, Default)]
+pub struct Fifo {
+    q: VecDeque<Seq>,
+}
+
+impl Fifo {
+    pub fn push_back(&mut self, s: Seq) {
+        self.q.push_back(s);
+    }
+
+    pub fn push_front(&mut self, s: Seq) {
+        self.q.push_front(s);
+    }
+
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    /// Admits from the head while `room` allows and the KV cache accepts (head-of-line
+    /// blocking: stops at the first refusal, as vLLM's FCFS does).
+    pub fn admit_while(&mut self, ctx: &mut PlanCtx<'_>, limit: usize) {
+        while ctx.running.len() < limit {
+            let Some(s) = self.q.pop_front() else { break };
+            if let Err(s) = ctx.try_admit(s) {
+                self.q.push_front(s);
+                break;
+            }
+        }
+    }
+
+    pub fn drain(&mut self) -> Vec<Seq> {
+        self.q.drain(..).collect()
+    }
+
+    pub fn front(&self) -> Option<&Seq> {
+        self.q.front()
+    }
+
+    pub fn pop_front(&mut self) -> Option<Seq> {
+        self.q.pop_front()
+    }
+}
+
+/// Builds the scheduler for a policy and runs `f` with it, monomorphised.
+macro_rules! with_scheduler {
+    ($policy:expr, $s:ident => $body:expr) => {
+        match $policy {
+            $crate::config::Policy::Serial => {
+                let mut $s = $crate::scheduler::Serial::default();
+                $body
+            }
+            $crate::config::Policy::Static => {
+                let mut $s = $crate::scheduler::StaticBatch::default();
+                $body
+            }
+            $crate::config::Policy::Continuous => {
+                let mut $s = $crate::scheduler::Continuous::default();
+                $body
+            }
+            $crate::config::Policy::Chunked => {
+                let mut $s = $crate::scheduler::Chunked::default();
+                $body
+            }
+            $crate::config::Policy::Sjf => {
+                let mut $s = $crate::scheduler::Sjf::default();
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_scheduler;

@@ -1,0 +1,66 @@
+//! `chunked`: chunked prefill with a per-iteration token budget C (vLLM v1 /
+//! Sarathi-Serve). Each iteration: every running decode first (1 token each), then
+//! prefill chunks of partly prefilled running requests in admission order, then new
+//! requests from the waiting queue (FCFS) while fewer than B run, the budget lasts and
+//! the KV cache admits them. Prefill and decode share iterations.
+
+use super::{Fifo, Plan, PlanCtx, Scheduler, Seq};
+
+#[derive(Debug, Default)]
+pub struct Chunked {
+    waiting: Fifo,
+}
+
+impl Scheduler for Chunked {
+    fn enqueue(&mut self, seq: Seq) {
+        self.waiting.push_back(seq);
+    }
+    fn requeue_preempted(&mut self, seq: Seq) {
+        self.waiting.push_front(seq);
+    }
+    fn waiting_len(&self) -> usize {
+        self.waiting.len()
+    }
+    fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
+        let mut budget = ctx.token_budget;
+        let mut plan = Plan::default();
+        // 1. decodes
+        for s in ctx.running.iter_mut() {
+            s.chunk = 0;
+            s.decode = s.prefill_done() && budget > 0;
+            if s.decode {
+                budget -= 1;
+                plan.decode_seqs += 1;
+            }
+        }
+        // 2. partly prefilled running requests
+        for s in ctx.running.iter_mut() {
+            if budget == 0 {
+                break;
+            }
+            if !s.prefill_done() {
+                s.chunk = (s.prefill_target - s.prefilled).min(budget);
+                budget -= s.chunk;
+                plan.prefill_tokens += s.chunk as u64;
+                plan.prefill_seqs += 1;
+            }
+        }
+        // 3. new requests
+        while budget > 0 && ctx.running.len() < ctx.max_batch {
+            let Some(s) = self.waiting.pop_front() else { break };
+            if let Err(s) = ctx.try_admit(s) {
+                self.waiting.push_front(s);
+                break;
+            }
+            let s = ctx.running.last_mut().expect("just admitted");
+            s.chunk = s.prefill_target.min(budget);
+            budget -= s.chunk;
+            plan.prefill_tokens += s.chunk as u64;
+            plan.prefill_seqs += 1;
+        }
+        plan
+    }
+    fn drain(&mut self) -> Vec<Seq> {
+        self.waiting.drain()
+    }
+}
