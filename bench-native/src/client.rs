@@ -542,20 +542,38 @@ impl PromptBuilder {
                 continue;
             }
             let want = n as usize;
-            let mut chars =
-                ((want.saturating_sub(empty)) as f64 * self.chars_per_token).round() as usize;
-            for _ in 0..8 {
+            let body_tokens = want.saturating_sub(empty);
+            let mut chars = (body_tokens as f64 * self.chars_per_token).round() as usize;
+            let mut best = (usize::MAX, chars);
+            for _ in 0..12 {
                 let Some(got) = ep.tokenize_count(&self.text(0, chars)).await else {
                     break;
                 };
-                if got == want {
+                let miss = got.abs_diff(want);
+                if miss < best.0 {
+                    best = (miss, chars);
+                }
+                if miss == 0 {
                     break;
                 }
-                let d = want as f64 - got as f64;
-                let step = (d * self.chars_per_token).round() as i64;
-                let step = if step == 0 { d.signum() as i64 } else { step };
-                chars = (chars as i64 + step).max(0) as usize;
+                // chars per token as measured so far, then ±1 steps once close
+                let ratio = if got > empty {
+                    chars as f64 / (got - empty) as f64
+                } else {
+                    self.chars_per_token
+                };
+                let next = (body_tokens as f64 * ratio).round() as usize;
+                chars = if next == chars || miss <= 2 {
+                    if got < want {
+                        chars + 1
+                    } else {
+                        chars.saturating_sub(1)
+                    }
+                } else {
+                    next
+                };
             }
+            let chars = best.1;
             self.cache.insert(n, chars);
         }
         true
