@@ -1,9 +1,307 @@
-//! `bench-native simulate` (being built).
+//! `bench-native simulate`: one configuration through the engine's simulator, printed as a
+//! table (or JSON), optionally with the per-request CSV. Also the model flags shared with
+//! `sweep`.
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use engine::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
+use engine::cost::{CostModel, TableCost};
+use engine::metrics::{Dist, Summary};
+use engine::workload::{ArrivalProcess, LengthDist};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    Serial,
+    Static,
+    Continuous,
+    Chunked,
+    Sjf,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(p: PolicyArg) -> Policy {
+        match p {
+            PolicyArg::Serial => Policy::Serial,
+            PolicyArg::Static => Policy::Static,
+            PolicyArg::Continuous => Policy::Continuous,
+            PolicyArg::Chunked => Policy::Chunked,
+            PolicyArg::Sjf => Policy::Sjf,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KvModeArg {
+    Reserve,
+    Paged,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LengthsArg {
+    /// Lognormal prompt median 256 σ 0.55, output median 128 σ 0.70 (the reference study).
+    Reference,
+    /// The 5,000 embedded ShareGPT pairs.
+    Sharegpt,
+    /// Every request --prompt → --output tokens.
+    Fixed,
+    /// 50 % short 32→64, 50 % long 512→32.
+    Mix,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ArrivalArg {
+    Poisson,
+    Gamma,
+    Deterministic,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// The reference study's simulator: continuous, token-exact reserve (loss), reference
+    /// cost, first token after the first decode, everything stops at the horizon.
+    Reference,
+    /// vLLM-like: chunked prefill, paged KV (16-token blocks), ShareGPT, A10G table cost, drain.
+    Vllm,
+}
+
+/// Model flags shared by `simulate` and `sweep`. Unset flags keep the preset's values.
+#[derive(Clone, Debug, Args)]
+pub struct ModelArgs {
+    /// Starting point for every other flag.
+    #[arg(long, value_enum, default_value = "reference")]
+    pub preset: Preset,
+    /// Scheduling policy.
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+    /// KV mode: reserve (loss system) or paged (queueing + preemption).
+    #[arg(long, value_enum)]
+    pub kv_mode: Option<KvModeArg>,
+    /// KV block size [tokens].
+    #[arg(long)]
+    pub block_size: Option<u32>,
+    /// Per-iteration token budget (chunked) [tokens].
+    #[arg(long)]
+    pub budget: Option<u32>,
+    /// Request lengths.
+    #[arg(long, value_enum)]
+    pub lengths: Option<LengthsArg>,
+    /// Prompt tokens for --lengths fixed.
+    #[arg(long, default_value_t = 256)]
+    pub prompt: u32,
+    /// Output tokens for --lengths fixed.
+    #[arg(long, default_value_t = 128)]
+    pub output: u32,
+    /// Arrival process.
+    #[arg(long, value_enum)]
+    pub arrivals: Option<ArrivalArg>,
+    /// Gamma shape k (c_a² = 1/k) for --arrivals gamma.
+    #[arg(long, default_value_t = 1.0)]
+    pub burstiness: f64,
+    /// Cost model: `reference`, `a10g` (the measured vLLM/A10G table) or a JSON file of a
+    /// CostModel (e.g. from `bench-native fit`).
+    #[arg(long)]
+    pub cost: Option<String>,
+    /// Arrivals stop at this time [s].
+    #[arg(long)]
+    pub horizon: Option<f64>,
+    /// Let accepted requests finish after the horizon (default for --preset vllm).
+    #[arg(long, conflicts_with = "cut")]
+    pub drain: bool,
+    /// Stop everything at the horizon (default for --preset reference).
+    #[arg(long)]
+    pub cut: bool,
+    /// Cap prompt + output at this many tokens.
+    #[arg(long)]
+    pub max_model_len: Option<u32>,
+    /// TTFT SLO for SLO goodput [s].
+    #[arg(long)]
+    pub slo_ttft: Option<f64>,
+    /// TPOT SLO for SLO goodput [s].
+    #[arg(long)]
+    pub slo_tpot: Option<f64>,
+}
+
+impl ModelArgs {
+    /// The configuration at one (rate, B, K, seed).
+    pub fn config(&self, rate: f64, max_batch: u32, kv_tokens: u64, seed: u64) -> anyhow::Result<SimConfig> {
+        let mut c = match self.preset {
+            Preset::Reference => SimConfig::reference(rate, max_batch, kv_tokens),
+            Preset::Vllm => SimConfig::vllm_like(rate),
+        };
+        c.server.max_batch = max_batch;
+        c.server.kv_tokens = kv_tokens;
+        c.seed = seed;
+        if let Some(p) = self.policy {
+            c.server.policy = p.into();
+        }
+        if let Some(m) = self.kv_mode {
+            c.server.kv_mode = match m {
+                KvModeArg::Reserve => KvMode::Reserve,
+                KvModeArg::Paged => KvMode::Paged,
+            };
+        }
+        if let Some(b) = self.block_size {
+            c.server.block_size = b;
+        }
+        if let Some(b) = self.budget {
+            c.server.token_budget = b;
+        }
+        if let Some(l) = self.lengths {
+            c.workload.lengths = match l {
+                LengthsArg::Reference => LengthDist::reference(),
+                LengthsArg::Sharegpt => LengthDist::sharegpt(),
+                LengthsArg::Fixed => LengthDist::Fixed { prompt: self.prompt, output: self.output },
+                LengthsArg::Mix => LengthDist::short_long_mix(),
+            };
+        }
+        if let Some(a) = self.arrivals {
+            c.workload.arrivals = match a {
+                ArrivalArg::Poisson => ArrivalProcess::Poisson { rate },
+                ArrivalArg::Gamma => ArrivalProcess::Gamma { rate, burstiness: self.burstiness },
+                ArrivalArg::Deterministic => ArrivalProcess::Deterministic { rate },
+            };
+        }
+        if let Some(cost) = &self.cost {
+            c.cost = load_cost(cost)?;
+        }
+        if let Some(h) = self.horizon {
+            c.horizon_s = h;
+        }
+        if self.drain {
+            c.end = EndRule::Drain;
+        }
+        if self.cut {
+            c.end = EndRule::Cut;
+        }
+        if self.preset == Preset::Reference && self.policy.is_some_and(|p| p != PolicyArg::Continuous) {
+            // Outside reference mode proper, vLLM's convention: prefill emits token 1.
+            c.first_token = FirstToken::AfterPrefill;
+        }
+        c.workload.max_model_len = self.max_model_len.or(c.workload.max_model_len);
+        if let Some(x) = self.slo_ttft {
+            c.metrics.slo_ttft_s = x;
+        }
+        if let Some(x) = self.slo_tpot {
+            c.metrics.slo_tpot_s = x;
+        }
+        c.validate().context("invalid configuration")?;
+        Ok(c)
+    }
+}
+
+/// `reference`, `a10g`, or a JSON file holding a CostModel (or an object with a "linear" /
+/// "table" CostModel field, as `fit` writes).
+pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
+    match spec {
+        "reference" => Ok(CostModel::default()),
+        "a10g" => Ok(CostModel::Table(TableCost::a10g_qwen_1_5b())),
+        path => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading cost model {path}"))?;
+            let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))?;
+            let pick = if v.get("kind").is_some() {
+                v
+            } else if let Some(t) = v.get("table") {
+                t.clone()
+            } else if let Some(l) = v.get("linear") {
+                l.clone()
+            } else {
+                bail!("{path}: expected a CostModel (with \"kind\") or an object with \"table\"/\"linear\"")
+            };
+            let m: CostModel = serde_json::from_value(pick).with_context(|| format!("{path}: not a cost model"))?;
+            m.validate()?;
+            Ok(m)
+        }
+    }
+}
 
 /// Arguments of `simulate`.
-#[derive(Debug, clap::Args)]
-pub struct SimulateArgs {}
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    bench-native simulate --rate 2 --batch 8 --kv 8192\n  \
+    bench-native simulate --preset vllm --rate 6 --batch 128 --kv 565904\n  \
+    bench-native simulate --rate 4 --policy chunked --kv-mode paged --block-size 16 --budget 512 --lengths sharegpt --drain --records run.csv")]
+pub struct SimulateArgs {
+    /// Arrival rate [req/s].
+    #[arg(long, default_value_t = 1.0)]
+    pub rate: f64,
+    /// Batch width B (max_num_seqs).
+    #[arg(long, default_value_t = 8)]
+    pub batch: u32,
+    /// KV capacity [tokens].
+    #[arg(long, default_value_t = 8192)]
+    pub kv: u64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Write every request's record to this CSV.
+    #[arg(long)]
+    pub records: Option<PathBuf>,
+    /// Print the summary as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn execute(_args: SimulateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("'simulate' is not built yet")
+pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
+    let mut cfg = a.model.config(a.rate, a.batch, a.kv, a.seed)?;
+    cfg.keep_records = a.records.is_some();
+    let t = std::time::Instant::now();
+    let rep = engine::sim::simulate(&cfg)?;
+    let took = t.elapsed();
+    if let Some(path) = &a.records {
+        let mut s = String::from(engine::sweep::RECORD_COLUMNS);
+        s.push('\n');
+        s.push_str(&engine::sweep::records_csv(&rep.records, ""));
+        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep.summary)?);
+    } else {
+        print!("{}", summary_table(&rep.summary));
+        eprintln!(
+            "simulated {} requests, {} iterations in {} loop steps, {:.1} ms",
+            rep.stats.arrivals,
+            rep.stats.iterations,
+            rep.stats.steps,
+            took.as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}
+
+/// A human-readable table of a summary.
+pub fn summary_table(s: &Summary) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e3));
+    let row = |name: &str, d: &Dist| {
+        format!(
+            "{name:<9}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+            ms(d.mean),
+            ms(d.p50),
+            ms(d.p95),
+            ms(d.p99),
+            ms(d.max)
+        )
+    };
+    let mut out = format!("{:<9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "[ms]", "mean", "p50", "p95", "p99", "max");
+    out += &row("TTFT", &s.ttft);
+    out += &row("TPOT", &s.tpot);
+    out += &row("E2E", &s.e2e);
+    out += &row("ITL max", &s.itl_max);
+    out += &format!(
+        "arrivals {}  completed {}  rejected {}  unfinished {}  window {:.1} s\n\
+         goodput (completed) {:.3} req/s  output {:.1} tok/s  SLO goodput {:.3} req/s  blocking {:.4}  preemptions {}  stalls {}\n",
+        s.arrivals,
+        s.completed,
+        s.rejected,
+        s.unfinished,
+        s.window_s,
+        s.throughput_rps,
+        s.output_tokens_per_s,
+        s.slo_goodput_rps,
+        s.blocking_probability,
+        s.preemptions,
+        s.stalls
+    );
+    out
 }

@@ -1,17 +1,178 @@
-//! `bench-native sweep` and `merge` (being built).
+//! `bench-native sweep` and `merge`: grids of simulations written to `results/`.
+
+use crate::simulate::ModelArgs;
+use anyhow::{bail, Context};
+use clap::Args;
+use engine::sweep::{merge_summary_csvs, records_csv, summary_csv, SweepSpec, RECORD_COLUMNS};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
 
 /// Arguments of `sweep`.
-#[derive(Debug, clap::Args)]
-pub struct SweepArgs {}
-
-/// Arguments of `merge`.
-#[derive(Debug, clap::Args)]
-pub struct MergeArgs {}
-
-pub fn execute(_args: SweepArgs) -> anyhow::Result<()> {
-    anyhow::bail!("'sweep' is not built yet")
+#[derive(Debug, Args)]
+#[command(after_help = "With no flags: the reference study's default grid in reference mode (λ 0.5,1,2,3,4,5,6,8 × B 1,2,4,8,16 ×\n\
+K 2048,4096,8192,16384 × seeds 0-4 × 1000 s = 800 runs), written to results/.\n\n\
+Examples:\n  \
+    bench-native sweep\n  \
+    bench-native sweep --threads 1                      # the single-core timing\n  \
+    bench-native sweep --rates 1,2,4 --batches 8 --kv 4096,8192 --seeds 0-9 --out results/small\n  \
+    bench-native sweep --shard 0/4 --out results/shard0 # one job of a 4-way job array; then `merge`\n  \
+    bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600")]
+pub struct SweepArgs {
+    /// Arrival rates [req/s], comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0])]
+    pub rates: Vec<f64>,
+    /// Batch widths B, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4, 8, 16])]
+    pub batches: Vec<u32>,
+    /// KV capacities [tokens], comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [2048, 4096, 8192, 16384])]
+    pub kv: Vec<u64>,
+    /// Seeds: a range `0-4` or a list `1,5,9`.
+    #[arg(long, default_value = "0-4")]
+    pub seeds: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Output directory.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Run only shard i of n (`--shard 2/8`): grid points round-robin.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Worker threads (0 = all cores; 1 = single-threaded).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Also write the per-request CSV (one row per request per run; large).
+    #[arg(long)]
+    pub per_request: bool,
 }
 
-pub fn merge(_args: MergeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("'merge' is not built yet")
+/// Arguments of `merge`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv")]
+pub struct MergeArgs {
+    /// Summary CSVs written by `sweep --shard`.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Merged output.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// `0-4` or `1,5,9`.
+pub fn parse_seeds(s: &str) -> anyhow::Result<Vec<u64>> {
+    if let Some((a, b)) = s.split_once('-') {
+        let (a, b): (u64, u64) = (a.trim().parse()?, b.trim().parse()?);
+        if b < a {
+            bail!("seed range {s} is empty");
+        }
+        return Ok((a..=b).collect());
+    }
+    s.split(',').map(|x| x.trim().parse::<u64>().with_context(|| format!("bad seed '{x}'"))).collect()
+}
+
+/// `i/n` with i < n.
+pub fn parse_shard(s: &str) -> anyhow::Result<(usize, usize)> {
+    let (i, n) = s.split_once('/').context("--shard must look like i/n, e.g. 0/4")?;
+    let (i, n): (usize, usize) = (i.parse()?, n.parse()?);
+    if n == 0 || i >= n {
+        bail!("--shard {s}: need 0 <= i < n");
+    }
+    Ok((i, n))
+}
+
+pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
+    let seeds = parse_seeds(&a.seeds)?;
+    let shard = a.shard.as_deref().map(parse_shard).transpose()?;
+    let base = a.model.config(a.rates[0], a.batches[0], a.kv[0], seeds[0])?;
+    let spec = SweepSpec { base, rates: a.rates.clone(), max_batches: a.batches.clone(), kv_tokens: a.kv.clone(), seeds };
+    spec.validate().context("invalid sweep")?;
+    let runs = match shard {
+        Some((i, n)) => spec.shard_points(i, n).len() * spec.seeds.len(),
+        None => spec.runs(),
+    };
+    let bar = indicatif::ProgressBar::new(runs as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} sweep [{bar:30}] {pos}/{len} runs {elapsed_precise} eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let t = Instant::now();
+    let threads = if a.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { a.threads };
+    let points = if threads == 1 {
+        engine::sweep::run_sweep(&spec, shard, &mut |d, _| {
+            if d % 16 == 0 {
+                bar.set_position(d as u64);
+            }
+            true
+        })?
+        .expect("never cancelled")
+    } else {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+        pool.install(|| engine::sweep::run_sweep_parallel(&spec, shard, &|d, _| bar.set_position(d as u64)))?
+    };
+    let secs = t.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let requests: u64 = points.iter().flat_map(|p| p.summaries.iter()).map(|s| s.arrivals).sum();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let summary_path = a.out.join("sweep_summary.csv");
+    std::fs::write(&summary_path, summary_csv(&points, &spec.base))?;
+    let json_path = a.out.join("sweep.json");
+    let json = serde_json::json!({
+        "spec": spec,
+        "points": points.iter().map(|p| serde_json::json!({
+            "rate": p.rate, "max_batch": p.max_batch, "kv_tokens": p.kv_tokens,
+            "seeds": p.seeds, "aggregate": p.aggregate(), "summaries": p.summaries,
+        })).collect::<Vec<_>>(),
+        "timing": { "runs": runs, "requests": requests, "seconds": secs, "threads": threads },
+    });
+    std::fs::write(&json_path, serde_json::to_string_pretty(&json)?)?;
+    if a.per_request {
+        let path = a.out.join("sweep_requests.csv");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        writeln!(w, "arrival_rate,max_batch_size,kv_budget,seed,{RECORD_COLUMNS}")?;
+        for p in &points {
+            for &seed in &p.seeds {
+                let mut cfg = spec.config(p.rate, p.max_batch, p.kv_tokens, seed);
+                cfg.keep_records = true;
+                let rep = engine::sim::simulate(&cfg)?;
+                w.write_all(records_csv(&rep.records, &format!("{:?},{},{},{seed},", p.rate, p.max_batch, p.kv_tokens)).as_bytes())?;
+            }
+        }
+        eprintln!("wrote {}", path.display());
+    }
+    eprintln!("wrote {} and {}", summary_path.display(), json_path.display());
+    println!(
+        "sweep: {runs} runs, {requests} requests in {secs:.3} s on {threads} thread(s) ({:.2} M requests/s)",
+        requests as f64 / secs / 1e6
+    );
+    Ok(())
+}
+
+pub fn merge(a: MergeArgs) -> anyhow::Result<()> {
+    let texts: Vec<String> = a
+        .inputs
+        .iter()
+        .map(|p| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())))
+        .collect::<anyhow::Result<_>>()?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let merged = merge_summary_csvs(&refs)?;
+    std::fs::write(&a.output, merged).with_context(|| format!("writing {}", a.output.display()))?;
+    eprintln!("merged {} files into {}", a.inputs.len(), a.output.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_and_shards() {
+        assert_eq!(parse_seeds("0-4").unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(parse_seeds("1,5").unwrap(), vec![1, 5]);
+        assert!(parse_seeds("4-1").is_err());
+        assert_eq!(parse_shard("2/8").unwrap(), (2, 8));
+        assert!(parse_shard("8/8").is_err());
+        assert!(parse_shard("x").is_err());
+    }
 }
