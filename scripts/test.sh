@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# kvqueue's test command: installs what it needs (idempotent), then runs, in order,
+#   1. format check  2. clippy (native; wasm32 for engine and app)  3. native tests
+#   4. wasm tests (engine in Node, app in headless Chromium)  5. release build of the page
+#   6. end-to-end test of the built page in headless Chromium (playwright-core)
+# and ends with every runner's summary. Exit status: non-zero if any step failed.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$ROOT/e2e/node_modules/.bin:$PATH"
+export CARGO_TERM_COLOR=never TRUNK_SKIP_VERSION_CHECK=true CHROMEDRIVER=/usr/bin/chromedriver
+LOGDIR="$ROOT/target/test-logs"
+mkdir -p "$LOGDIR"
+SUMMARY=()
+FAILED=0
+START=$(date +%s)
+
+step() { # step <name> <command...>: runs, logs, records the runner's summary lines
+  local name="$1"; shift
+  local log="$LOGDIR/$name.log" t0 rc
+  t0=$(date +%s)
+  printf '\n\033[1m==> %s\033[0m  (%s)\n' "$name" "$*"
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local lines
+  lines=$(grep -E '^test result:|^e2e:|passed|failed|^Finished|^sweep:' "$log" | grep -vE '^\s*$' | sed -n '1,40p' || true)
+  if [ "$rc" -eq 0 ]; then SUMMARY+=("PASS $name ($(( $(date +%s) - t0 )) s)"); else SUMMARY+=("FAIL $name (exit $rc)"); FAILED=1; fi
+  [ -n "$lines" ] && SUMMARY+=("$(echo "$lines" | sed 's/^/       /')")
+  return 0
+}
+
+scripts/setup.sh all || { echo "setup failed" >&2; exit 1; }
+cargo fetch --locked >/dev/null 2>&1 || cargo fetch
+
+step fmt cargo fmt --all -- --check
+step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
+step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+step native-tests cargo test --workspace --profile ci --locked
+step wasm-engine-node cargo test -p engine --target wasm32-unknown-unknown --locked
+step wasm-app-chromium cargo test -p app --target wasm32-unknown-unknown --locked
+step page-build trunk build --release
+step e2e-chromium node e2e/app.test.mjs dist
+
+printf '\n\033[1m==> summary (%s s)\033[0m\n' "$(( $(date +%s) - START ))"
+printf '%s\n' "${SUMMARY[@]}"
+exit $FAILED
