@@ -63,7 +63,7 @@ impl CapacityBounds {
 /// [`AnalyticError::Config`] for an invalid configuration.
 pub fn capacity_bounds(cfg: &SimConfig) -> Result<CapacityBounds, AnalyticError> {
     cfg.validate()?;
-    let m = cfg.workload.lengths.moments();
+    let m = super::lengths::fast_moments(&cfg.workload.lengths);
     let (ep, eo) = (m.prompt.0, m.output.0);
     let b = cfg.server.max_batch;
     let cost = &cfg.cost;

@@ -170,8 +170,7 @@ impl ReferenceCtmc {
         rhs[0] = 1.0;
         let bvec = CsVec::new(ns, all.clone(), rhs);
         let x0 = CsVec::new(ns, all, vec![1.0 / ns as f64; ns]);
-        let solved =
-            BiCGSTAB::<'_, f64, _, _>::solve(a.view(), x0.view(), bvec.view(), 1e-11, 2000);
+        let solved = BiCGSTAB::<'_, f64, _, _>::solve(a.view(), x0.view(), bvec.view(), 1e-10, 300);
         let mut pi = match solved {
             Ok(s) => s.x().to_dense().to_vec(),
             Err(s) => s.x().to_dense().to_vec(),
@@ -298,7 +297,7 @@ fn power_iteration(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Ve
     }
     let pt = tri.to_csr::<usize>();
     let mut v = vec![1.0 / ns as f64; ns];
-    for _ in 0..200_000 {
+    for _ in 0..50_000 {
         let mut next = vec![0.0; ns];
         sprs::prod::mul_acc_mat_vec_csr(pt.view(), &v[..], &mut next[..]);
         let diff: f64 = next.iter().zip(&v).map(|(a, b)| (a - b).abs()).sum();

@@ -7,7 +7,7 @@
 //! grouped on a grid of marginal quantiles, keeping their joint dependence.
 
 use super::special::normal_cdf;
-use crate::workload::LengthDist;
+use crate::workload::{LengthDist, LengthMoments};
 
 /// One atom of the joint length distribution.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -281,6 +281,48 @@ pub(crate) fn size_classes(atoms: &[Atom], m: usize) -> Vec<(f64, f64, f64)> {
         classes.push((w, p / w, o / w));
     }
     classes
+}
+
+/// Fast moments: the floored lognormal in closed form (`floor(X) ≈ X − U`, U uniform:
+/// `E ≈ E[X] − ½`, `E[·²] ≈ E[X²] − E[X] + ⅓`), the exact sums otherwise.
+pub(crate) fn fast_moments(dist: &LengthDist) -> LengthMoments {
+    match dist {
+        LengthDist::Lognormal {
+            prompt_median,
+            prompt_sigma,
+            output_median,
+            output_sigma,
+        } => {
+            let mom = |m: f64, s: f64| {
+                let e1 = m * libm::exp(s * s / 2.0);
+                let e2 = m * m * libm::exp(2.0 * s * s);
+                ((e1 - 0.5).max(1.0), (e2 - e1 + 1.0 / 3.0).max(1.0))
+            };
+            let p = mom(*prompt_median, *prompt_sigma);
+            let o = mom(*output_median, *output_sigma);
+            LengthMoments {
+                prompt: p,
+                output: o,
+                total: (p.0 + o.0, p.1 + o.1 + 2.0 * p.0 * o.0),
+            }
+        }
+        LengthDist::Mixture { classes } => {
+            let total: f64 = classes.iter().map(|c| c.weight).sum();
+            let mut m = LengthMoments::default();
+            for c in classes {
+                let w = c.weight / total;
+                let cm = fast_moments(&c.lengths);
+                m.prompt.0 += w * cm.prompt.0;
+                m.prompt.1 += w * cm.prompt.1;
+                m.output.0 += w * cm.output.0;
+                m.output.1 += w * cm.output.1;
+                m.total.0 += w * cm.total.0;
+                m.total.1 += w * cm.total.1;
+            }
+            m
+        }
+        other => other.moments(),
+    }
 }
 
 #[cfg(test)]

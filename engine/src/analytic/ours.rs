@@ -35,13 +35,13 @@
 //! Poisson arrivals; `continuous` and `chunked` policies; any cost model (evaluated at the
 //! batch's size); first-token convention and horizon/end rule from the configuration.
 
-use super::lengths::{atoms, Atom};
+use super::lengths::{atoms, fast_moments, Atom};
 use super::reference_mmc::{prefill_tokens, LEVELS};
 use super::special::{gamma_cdf_mean_scv, invert_monotone};
 use super::{AnalyticError, Predicted, Prediction};
 use crate::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
 use crate::cost::BatchShape;
-use crate::workload::ArrivalProcess;
+use crate::workload::{ArrivalProcess, LengthMoments};
 
 /// Grid resolution of the KV occupancy [units of K].
 const GRID: f64 = 256.0;
@@ -53,6 +53,7 @@ const BINS: usize = 32;
 pub struct Ours {
     cfg: SimConfig,
     atoms: Vec<Atom>,
+    moments: LengthMoments,
 }
 
 /// Per-state quantities.
@@ -89,11 +90,12 @@ impl Ours {
         Ok(Ours {
             cfg: cfg.clone(),
             atoms: atoms(&cfg.workload.lengths, BINS),
+            moments: fast_moments(&cfg.workload.lengths),
         })
     }
 
     fn cost_ctx(&self, b: u32) -> u64 {
-        let m = self.cfg.workload.lengths.moments();
+        let m = &self.moments;
         (b as f64 * (m.prompt.0 + m.output.0 / 2.0)) as u64
     }
 
@@ -144,7 +146,7 @@ impl Ours {
         let block = cfg.server.block_size.max(1) as f64;
         let reserve = cfg.server.kv_mode == KvMode::Reserve;
         let after_decode = cfg.first_token == FirstToken::AfterFirstDecode;
-        let m = cfg.workload.lengths.moments();
+        let m = self.moments;
         let n_pbins = self.atoms.iter().map(|a| a.prompt_bin).max().unwrap_or(0) + 1;
         let mut pbin_range = vec![(f64::INFINITY, 0.0f64, 0.0f64); n_pbins];
         for a in &self.atoms {

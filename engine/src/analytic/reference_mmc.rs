@@ -31,7 +31,7 @@ pub(crate) struct RefParams {
 
 impl RefParams {
     pub fn from_config(cfg: &SimConfig) -> Result<RefParams, AnalyticError> {
-        let m = cfg.workload.lengths.moments();
+        let m = super::lengths::fast_moments(&cfg.workload.lengths);
         Ok(RefParams {
             lambda: check_positive("arrival rate", cfg.workload.rate())?,
             b: cfg.server.max_batch,
