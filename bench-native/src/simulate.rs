@@ -124,7 +124,13 @@ pub struct ModelArgs {
 
 impl ModelArgs {
     /// The configuration at one (rate, B, K, seed).
-    pub fn config(&self, rate: f64, max_batch: u32, kv_tokens: u64, seed: u64) -> anyhow::Result<SimConfig> {
+    pub fn config(
+        &self,
+        rate: f64,
+        max_batch: u32,
+        kv_tokens: u64,
+        seed: u64,
+    ) -> anyhow::Result<SimConfig> {
         let mut c = match self.preset {
             Preset::Reference => SimConfig::reference(rate, max_batch, kv_tokens),
             Preset::Vllm => SimConfig::vllm_like(rate),
@@ -151,14 +157,20 @@ impl ModelArgs {
             c.workload.lengths = match l {
                 LengthsArg::Reference => LengthDist::reference(),
                 LengthsArg::Sharegpt => LengthDist::sharegpt(),
-                LengthsArg::Fixed => LengthDist::Fixed { prompt: self.prompt, output: self.output },
+                LengthsArg::Fixed => LengthDist::Fixed {
+                    prompt: self.prompt,
+                    output: self.output,
+                },
                 LengthsArg::Mix => LengthDist::short_long_mix(),
             };
         }
         if let Some(a) = self.arrivals {
             c.workload.arrivals = match a {
                 ArrivalArg::Poisson => ArrivalProcess::Poisson { rate },
-                ArrivalArg::Gamma => ArrivalProcess::Gamma { rate, burstiness: self.burstiness },
+                ArrivalArg::Gamma => ArrivalProcess::Gamma {
+                    rate,
+                    burstiness: self.burstiness,
+                },
                 ArrivalArg::Deterministic => ArrivalProcess::Deterministic { rate },
             };
         }
@@ -174,7 +186,9 @@ impl ModelArgs {
         if self.cut {
             c.end = EndRule::Cut;
         }
-        if self.preset == Preset::Reference && self.policy.is_some_and(|p| p != PolicyArg::Continuous) {
+        if self.preset == Preset::Reference
+            && self.policy.is_some_and(|p| p != PolicyArg::Continuous)
+        {
             // Outside reference mode proper, vLLM's convention: prefill emits token 1.
             c.first_token = FirstToken::AfterPrefill;
         }
@@ -197,8 +211,10 @@ pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
         "reference" => Ok(CostModel::default()),
         "a10g" => Ok(CostModel::Table(TableCost::a10g_qwen_1_5b())),
         path => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading cost model {path}"))?;
-            let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading cost model {path}"))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))?;
             let pick = if v.get("kind").is_some() {
                 v
             } else if let Some(t) = v.get("table") {
@@ -208,7 +224,8 @@ pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
             } else {
                 bail!("{path}: expected a CostModel (with \"kind\") or an object with \"table\"/\"linear\"")
             };
-            let m: CostModel = serde_json::from_value(pick).with_context(|| format!("{path}: not a cost model"))?;
+            let m: CostModel = serde_json::from_value(pick)
+                .with_context(|| format!("{path}: not a cost model"))?;
             m.validate()?;
             Ok(m)
         }
@@ -283,7 +300,10 @@ pub fn summary_table(s: &Summary) -> String {
             ms(d.max)
         )
     };
-    let mut out = format!("{:<9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "[ms]", "mean", "p50", "p95", "p99", "max");
+    let mut out = format!(
+        "{:<9}{:>10}{:>10}{:>10}{:>10}{:>10}\n",
+        "[ms]", "mean", "p50", "p95", "p99", "max"
+    );
     out += &row("TTFT", &s.ttft);
     out += &row("TPOT", &s.tpot);
     out += &row("E2E", &s.e2e);

@@ -10,14 +10,16 @@ use std::time::Instant;
 
 /// Arguments of `sweep`.
 #[derive(Debug, Args)]
-#[command(after_help = "With no flags: the reference study's default grid in reference mode (λ 0.5,1,2,3,4,5,6,8 × B 1,2,4,8,16 ×\n\
+#[command(
+    after_help = "With no flags: the reference study's default grid in reference mode (λ 0.5,1,2,3,4,5,6,8 × B 1,2,4,8,16 ×\n\
 K 2048,4096,8192,16384 × seeds 0-4 × 1000 s = 800 runs), written to results/.\n\n\
 Examples:\n  \
     bench-native sweep\n  \
     bench-native sweep --threads 1                      # the single-core timing\n  \
     bench-native sweep --rates 1,2,4 --batches 8 --kv 4096,8192 --seeds 0-9 --out results/small\n  \
     bench-native sweep --shard 0/4 --out results/shard0 # one job of a 4-way job array; then `merge`\n  \
-    bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600")]
+    bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600"
+)]
 pub struct SweepArgs {
     /// Arrival rates [req/s], comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0])]
@@ -49,7 +51,9 @@ pub struct SweepArgs {
 
 /// Arguments of `merge`.
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv")]
+#[command(
+    after_help = "Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv"
+)]
 pub struct MergeArgs {
     /// Summary CSVs written by `sweep --shard`.
     #[arg(required = true)]
@@ -68,12 +72,20 @@ pub fn parse_seeds(s: &str) -> anyhow::Result<Vec<u64>> {
         }
         return Ok((a..=b).collect());
     }
-    s.split(',').map(|x| x.trim().parse::<u64>().with_context(|| format!("bad seed '{x}'"))).collect()
+    s.split(',')
+        .map(|x| {
+            x.trim()
+                .parse::<u64>()
+                .with_context(|| format!("bad seed '{x}'"))
+        })
+        .collect()
 }
 
 /// `i/n` with i < n.
 pub fn parse_shard(s: &str) -> anyhow::Result<(usize, usize)> {
-    let (i, n) = s.split_once('/').context("--shard must look like i/n, e.g. 0/4")?;
+    let (i, n) = s
+        .split_once('/')
+        .context("--shard must look like i/n, e.g. 0/4")?;
     let (i, n): (usize, usize) = (i.parse()?, n.parse()?);
     if n == 0 || i >= n {
         bail!("--shard {s}: need 0 <= i < n");
@@ -84,8 +96,16 @@ pub fn parse_shard(s: &str) -> anyhow::Result<(usize, usize)> {
 pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     let seeds = parse_seeds(&a.seeds)?;
     let shard = a.shard.as_deref().map(parse_shard).transpose()?;
-    let base = a.model.config(a.rates[0], a.batches[0], a.kv[0], seeds[0])?;
-    let spec = SweepSpec { base, rates: a.rates.clone(), max_batches: a.batches.clone(), kv_tokens: a.kv.clone(), seeds };
+    let base = a
+        .model
+        .config(a.rates[0], a.batches[0], a.kv[0], seeds[0])?;
+    let spec = SweepSpec {
+        base,
+        rates: a.rates.clone(),
+        max_batches: a.batches.clone(),
+        kv_tokens: a.kv.clone(),
+        seeds,
+    };
     spec.validate().context("invalid sweep")?;
     let runs = match shard {
         Some((i, n)) => spec.shard_points(i, n).len() * spec.seeds.len(),
@@ -93,12 +113,18 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     };
     let bar = indicatif::ProgressBar::new(runs as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} sweep [{bar:30}] {pos}/{len} runs {elapsed_precise} eta {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} sweep [{bar:30}] {pos}/{len} runs {elapsed_precise} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     let t = Instant::now();
-    let threads = if a.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { a.threads };
+    let threads = if a.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        a.threads
+    };
     let points = if threads == 1 {
         engine::sweep::run_sweep(&spec, shard, &mut |d, _| {
             if d % 16 == 0 {
@@ -108,12 +134,20 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
         })?
         .expect("never cancelled")
     } else {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-        pool.install(|| engine::sweep::run_sweep_parallel(&spec, shard, &|d, _| bar.set_position(d as u64)))?
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        pool.install(|| {
+            engine::sweep::run_sweep_parallel(&spec, shard, &|d, _| bar.set_position(d as u64))
+        })?
     };
     let secs = t.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    let requests: u64 = points.iter().flat_map(|p| p.summaries.iter()).map(|s| s.arrivals).sum();
+    let requests: u64 = points
+        .iter()
+        .flat_map(|p| p.summaries.iter())
+        .map(|s| s.arrivals)
+        .sum();
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let summary_path = a.out.join("sweep_summary.csv");
     std::fs::write(&summary_path, summary_csv(&points, &spec.base))?;
@@ -130,18 +164,31 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     if a.per_request {
         let path = a.out.join("sweep_requests.csv");
         let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
-        writeln!(w, "arrival_rate,max_batch_size,kv_budget,seed,{RECORD_COLUMNS}")?;
+        writeln!(
+            w,
+            "arrival_rate,max_batch_size,kv_budget,seed,{RECORD_COLUMNS}"
+        )?;
         for p in &points {
             for &seed in &p.seeds {
                 let mut cfg = spec.config(p.rate, p.max_batch, p.kv_tokens, seed);
                 cfg.keep_records = true;
                 let rep = engine::sim::simulate(&cfg)?;
-                w.write_all(records_csv(&rep.records, &format!("{:?},{},{},{seed},", p.rate, p.max_batch, p.kv_tokens)).as_bytes())?;
+                w.write_all(
+                    records_csv(
+                        &rep.records,
+                        &format!("{:?},{},{},{seed},", p.rate, p.max_batch, p.kv_tokens),
+                    )
+                    .as_bytes(),
+                )?;
             }
         }
         eprintln!("wrote {}", path.display());
     }
-    eprintln!("wrote {} and {}", summary_path.display(), json_path.display());
+    eprintln!(
+        "wrote {} and {}",
+        summary_path.display(),
+        json_path.display()
+    );
     println!(
         "sweep: {runs} runs, {requests} requests in {secs:.3} s on {threads} thread(s) ({:.2} M requests/s)",
         requests as f64 / secs / 1e6
@@ -158,7 +205,11 @@ pub fn merge(a: MergeArgs) -> anyhow::Result<()> {
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let merged = merge_summary_csvs(&refs)?;
     std::fs::write(&a.output, merged).with_context(|| format!("writing {}", a.output.display()))?;
-    eprintln!("merged {} files into {}", a.inputs.len(), a.output.display());
+    eprintln!(
+        "merged {} files into {}",
+        a.inputs.len(),
+        a.output.display()
+    );
     Ok(())
 }
 

@@ -1,5 +1,10 @@
 fn main() {
-    for (rate, b, k) in [(0.5, 1, 2048u64), (1.0, 4, 4096), (3.0, 8, 16384), (8.0, 16, 16384)] {
+    for (rate, b, k) in [
+        (0.5, 1, 2048u64),
+        (1.0, 4, 4096),
+        (3.0, 8, 16384),
+        (8.0, 16, 16384),
+    ] {
         let cfg = engine::SimConfig::reference(rate, b, k);
         let t = std::time::Instant::now();
         let r = engine::sim::simulate(&cfg).unwrap();

@@ -26,7 +26,13 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub const ALL: [Policy; 5] = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked, Policy::Sjf];
+    pub const ALL: [Policy; 5] = [
+        Policy::Serial,
+        Policy::Static,
+        Policy::Continuous,
+        Policy::Chunked,
+        Policy::Sjf,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -156,7 +162,11 @@ impl SimConfig {
     pub fn reference(rate: f64, max_batch: u32, kv_tokens: u64) -> SimConfig {
         SimConfig {
             workload: Workload::default().with_rate(rate),
-            server: ServerConfig { max_batch, kv_tokens, ..ServerConfig::default() },
+            server: ServerConfig {
+                max_batch,
+                kv_tokens,
+                ..ServerConfig::default()
+            },
             cost: CostModel::default(),
             horizon_s: 1000.0,
             end: EndRule::Cut,
@@ -172,7 +182,11 @@ impl SimConfig {
     /// the A10G table cost, drain.
     pub fn vllm_like(rate: f64) -> SimConfig {
         SimConfig {
-            workload: Workload { lengths: LengthDist::sharegpt(), ..Workload::default() }.with_rate(rate),
+            workload: Workload {
+                lengths: LengthDist::sharegpt(),
+                ..Workload::default()
+            }
+            .with_rate(rate),
             server: ServerConfig {
                 policy: Policy::Chunked,
                 max_batch: 128,
@@ -206,7 +220,11 @@ impl SimConfig {
         at_least_one("kv_tokens", s.kv_tokens)?;
         non_negative("watermark", s.watermark)?;
         if s.watermark >= 0.5 {
-            return Err(ConfigError::OutOfRange { name: "watermark", value: s.watermark, why: "must be < 0.5" });
+            return Err(ConfigError::OutOfRange {
+                name: "watermark",
+                value: s.watermark,
+                why: "must be < 0.5",
+            });
         }
         if let Admission::MaxInSystem { max_in_system } = s.admission {
             at_least_one("max_in_system", max_in_system as u64)?;
@@ -217,9 +235,11 @@ impl SimConfig {
         positive("slo_tpot_s", self.metrics.slo_tpot_s)?;
         // The smallest request the workload can produce must fit in the cache.
         let need = match &self.workload.arrivals {
-            crate::workload::ArrivalProcess::Trace { requests } => {
-                requests.iter().map(|r| r.prompt as u64 + r.output as u64).min().unwrap_or(2)
-            }
+            crate::workload::ArrivalProcess::Trace { requests } => requests
+                .iter()
+                .map(|r| r.prompt as u64 + r.output as u64)
+                .min()
+                .unwrap_or(2),
             _ => self.workload.lengths.min_total(),
         };
         let need = match self.workload.max_model_len {
@@ -228,7 +248,10 @@ impl SimConfig {
         };
         let bs = s.block_size as u64;
         if need.div_ceil(bs) > s.kv_tokens / bs {
-            return Err(ConfigError::KvTooSmall { kv_tokens: s.kv_tokens, need_tokens: need.div_ceil(bs) * bs });
+            return Err(ConfigError::KvTooSmall {
+                kv_tokens: s.kv_tokens,
+                need_tokens: need.div_ceil(bs) * bs,
+            });
         }
         Ok(())
     }

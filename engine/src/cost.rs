@@ -73,20 +73,81 @@ impl CostModel {
     /// Duration of a pure decode iteration of `n` sequences with `context` tokens in KV [s].
     #[inline]
     pub fn decode_step(&self, n: u32, context: u64) -> f64 {
-        self.iteration(&BatchShape { running: n, decode_seqs: n, context_tokens: context, ..BatchShape::default() })
+        self.iteration(&BatchShape {
+            running: n,
+            decode_seqs: n,
+            context_tokens: context,
+            ..BatchShape::default()
+        })
     }
 
     /// Duration of a prefill-only iteration of `tokens` for `seqs` joiners with `running`
     /// requests in the running set (prefill priority) [s].
     #[inline]
     pub fn prefill(&self, running: u32, seqs: u32, tokens: u64) -> f64 {
-        self.iteration(&BatchShape { running, prefill_tokens: tokens, prefill_seqs: seqs, ..BatchShape::default() })
+        self.iteration(&BatchShape {
+            running,
+            prefill_tokens: tokens,
+            prefill_seqs: seqs,
+            ..BatchShape::default()
+        })
     }
 
     /// Whether the duration depends on context tokens (if not, a run of identical decode
     /// iterations has one step length and can be jumped in one go).
     pub fn depends_on_context(&self) -> bool {
         matches!(self, CostModel::Linear(c) if c.beta_kv != 0.0)
+    }
+}
+
+/// A cost model with per-batch-size values precomputed for batch sizes up to B, so the
+/// event loop's hot path does no `pow` or interpolation. Same values as [`CostModel`].
+#[derive(Clone, Debug)]
+pub struct PreparedCost {
+    model: CostModel,
+    /// Pure decode step [s] by batch size (context-independent models), index = n.
+    decode: Vec<f64>,
+    /// Reference model's batch factor f(b), index = b.
+    factor: Vec<f64>,
+}
+
+impl PreparedCost {
+    pub fn new(model: &CostModel, max_batch: u32) -> PreparedCost {
+        let n = (max_batch as usize).min(1 << 16) + 1;
+        let decode = (0..n).map(|b| model.decode_step(b as u32, 0)).collect();
+        let factor = match model {
+            CostModel::Reference(c) => (0..n).map(|b| c.batch_factor(b as u32)).collect(),
+            _ => Vec::new(),
+        };
+        PreparedCost {
+            model: model.clone(),
+            decode,
+            factor,
+        }
+    }
+
+    /// As [`CostModel::iteration`].
+    #[inline]
+    pub fn iteration(&self, s: &BatchShape) -> f64 {
+        match &self.model {
+            CostModel::Reference(c) if (s.running.max(1) as usize) < self.factor.len() => {
+                c.iteration_with_factor(s, self.factor[s.running.max(1) as usize])
+            }
+            m => m.iteration(s),
+        }
+    }
+
+    /// As [`CostModel::decode_step`].
+    #[inline]
+    pub fn decode_step(&self, n: u32, context: u64) -> f64 {
+        match self.decode.get(n as usize) {
+            Some(&d) if !self.model.depends_on_context() => d,
+            _ => self.model.decode_step(n, context),
+        }
+    }
+
+    pub fn depends_on_context(&self) -> bool {
+        self.model.depends_on_context()
     }
 }
 
@@ -97,7 +158,9 @@ pub(crate) fn interpolate(points: &[(f64, f64)], x: f64) -> f64 {
         [] => 0.0,
         [(_, y)] => *y,
         _ => {
-            let i = points.partition_point(|p| p.0 < x).clamp(1, points.len() - 1);
+            let i = points
+                .partition_point(|p| p.0 < x)
+                .clamp(1, points.len() - 1);
             let (x0, y0) = points[i - 1];
             let (x1, y1) = points[i];
             y0 + (y1 - y0) * (x - x0) / (x1 - x0)

@@ -17,29 +17,44 @@ pub const A10G_QWEN_1_5B_JSON: &str = include_str!("../../data/a10g_qwen2.5-1.5b
 /// for no rows.
 pub fn parse_length_pairs(csv: &str) -> Result<Vec<(u32, u32)>, ConfigError> {
     let mut lines = csv.lines().filter(|l| !l.trim().is_empty());
-    let header = lines.next().ok_or(ConfigError::Empty { what: "length table" })?;
+    let header = lines.next().ok_or(ConfigError::Empty {
+        what: "length table",
+    })?;
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
     let find = |names: &[&str]| cols.iter().position(|c| names.contains(c));
-    let p = find(&["prompt_len", "prompt_tokens", "input_len"]).ok_or_else(|| ConfigError::Parse {
+    let p =
+        find(&["prompt_len", "prompt_tokens", "input_len"]).ok_or_else(|| ConfigError::Parse {
+            what: "length table",
+            why: format!("no prompt_len column in header '{header}'"),
+        })?;
+    let o = find(&[
+        "gen_len",
+        "output_len",
+        "completion_tokens",
+        "output_tokens",
+    ])
+    .ok_or_else(|| ConfigError::Parse {
         what: "length table",
-        why: format!("no prompt_len column in header '{header}'"),
-    })?;
-    let o = find(&["gen_len", "output_len", "completion_tokens", "output_tokens"]).ok_or_else(|| {
-        ConfigError::Parse { what: "length table", why: format!("no gen_len column in header '{header}'") }
+        why: format!("no gen_len column in header '{header}'"),
     })?;
     let mut out = Vec::new();
     for (i, line) in lines.enumerate() {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         let get = |j: usize| -> Result<u32, ConfigError> {
-            f.get(j).and_then(|s| s.parse::<u32>().ok()).filter(|&v| v >= 1).ok_or_else(|| ConfigError::Parse {
-                what: "length table",
-                why: format!("row {}: expected positive integers, got '{line}'", i + 2),
-            })
+            f.get(j)
+                .and_then(|s| s.parse::<u32>().ok())
+                .filter(|&v| v >= 1)
+                .ok_or_else(|| ConfigError::Parse {
+                    what: "length table",
+                    why: format!("row {}: expected positive integers, got '{line}'", i + 2),
+                })
         };
         out.push((get(p)?, get(o)?));
     }
     if out.is_empty() {
-        return Err(ConfigError::Empty { what: "length table" });
+        return Err(ConfigError::Empty {
+            what: "length table",
+        });
     }
     Ok(out)
 }
@@ -69,6 +84,9 @@ mod tests {
         assert!(parse_length_pairs("a,b\n1,2").is_err());
         assert!(parse_length_pairs("prompt_len,gen_len\n1,x").is_err());
         assert!(parse_length_pairs("prompt_len,gen_len\n").is_err());
-        assert_eq!(parse_length_pairs("gen_len,prompt_len\n3,4").unwrap(), vec![(4, 3)]);
+        assert_eq!(
+            parse_length_pairs("gen_len,prompt_len\n3,4").unwrap(),
+            vec![(4, 3)]
+        );
     }
 }

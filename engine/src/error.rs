@@ -29,7 +29,11 @@ pub enum ConfigError {
     Cost(String),
     /// A value outside its allowed range.
     #[error("{name} = {value} is out of range: {why}")]
-    OutOfRange { name: &'static str, value: f64, why: &'static str },
+    OutOfRange {
+        name: &'static str,
+        value: f64,
+        why: &'static str,
+    },
     /// A data file (CSV/JSON) could not be parsed.
     #[error("could not parse {what}: {why}")]
     Parse { what: &'static str, why: String },

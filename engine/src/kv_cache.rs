@@ -26,7 +26,14 @@ impl KvCache {
             KvMode::Reserve => 0,
             KvMode::Paged => (watermark * total_blocks as f64).floor() as u64,
         };
-        KvCache { mode, block_size, total_blocks, used_blocks: 0, watermark_blocks, peak_blocks: 0 }
+        KvCache {
+            mode,
+            block_size,
+            total_blocks,
+            used_blocks: 0,
+            watermark_blocks,
+            peak_blocks: 0,
+        }
     }
 
     /// Blocks needed to hold `tokens` tokens.
@@ -85,7 +92,11 @@ impl KvCache {
     /// Returns `n` blocks to the pool.
     #[inline]
     pub fn release(&mut self, n: u64) {
-        debug_assert!(n <= self.used_blocks, "KV release of {n} blocks with only {} in use", self.used_blocks);
+        debug_assert!(
+            n <= self.used_blocks,
+            "KV release of {n} blocks with only {} in use",
+            self.used_blocks
+        );
         self.used_blocks -= n.min(self.used_blocks);
     }
 }

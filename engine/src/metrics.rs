@@ -37,7 +37,12 @@ pub struct MetricsConfig {
 
 impl Default for MetricsConfig {
     fn default() -> Self {
-        MetricsConfig { stall_threshold_s: 0.05, slo_ttft_s: 1.0, slo_tpot_s: 0.05, warmup_s: 0.0 }
+        MetricsConfig {
+            stall_threshold_s: 0.05,
+            slo_ttft_s: 1.0,
+            slo_tpot_s: 0.05,
+            warmup_s: 0.0,
+        }
     }
 }
 
@@ -153,7 +158,9 @@ impl Accumulator {
                 if r.output_tokens > 1 {
                     self.itl_max.push(r.max_gap_s);
                 }
-                if ttft.is_some_and(|x| x <= self.cfg.slo_ttft_s) && tpot.is_none_or(|x| x <= self.cfg.slo_tpot_s) {
+                if ttft.is_some_and(|x| x <= self.cfg.slo_ttft_s)
+                    && tpot.is_none_or(|x| x <= self.cfg.slo_tpot_s)
+                {
                     self.slo_ok += 1;
                 }
             }
@@ -162,7 +169,13 @@ impl Accumulator {
 
     /// Finishes with the measurement window [s] that rates are divided by.
     pub fn finish(self, window_s: f64) -> Summary {
-        let per_s = |x: u64| if window_s > 0.0 { x as f64 / window_s } else { 0.0 };
+        let per_s = |x: u64| {
+            if window_s > 0.0 {
+                x as f64 / window_s
+            } else {
+                0.0
+            }
+        };
         Summary {
             arrivals: self.arrivals,
             completed: self.completed,
@@ -178,7 +191,11 @@ impl Accumulator {
             output_tokens_per_s: per_s(self.output_tokens),
             slo_goodput_rps: per_s(self.slo_ok),
             slo_attainment: (self.arrivals > 0).then(|| self.slo_ok as f64 / self.arrivals as f64),
-            blocking_probability: if self.arrivals > 0 { self.rejected as f64 / self.arrivals as f64 } else { 0.0 },
+            blocking_probability: if self.arrivals > 0 {
+                self.rejected as f64 / self.arrivals as f64
+            } else {
+                0.0
+            },
             preemptions: self.preemptions,
             stalls: self.stalls,
         }

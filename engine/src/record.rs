@@ -72,7 +72,9 @@ impl RequestRecord {
     /// (vLLM's definition).
     pub fn tpot(&self) -> Option<f64> {
         match (self.first_token_s, self.finish_s) {
-            (Some(f), Some(e)) if self.output_tokens > 1 => Some((e - f) / (self.output_tokens - 1) as f64),
+            (Some(f), Some(e)) if self.output_tokens > 1 => {
+                Some((e - f) / (self.output_tokens - 1) as f64)
+            }
             _ => None,
         }
     }

@@ -12,7 +12,7 @@
 //! the same instant as an iteration end is processed after that iteration's completions.
 
 use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
-use crate::cost::BatchShape;
+use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
 use crate::metrics::{Accumulator, Summary};
@@ -156,6 +156,7 @@ struct Sim<'a, S: Scheduler> {
     max_in_system: u64,
     context_cost: bool,
     last_event: f64,
+    cost: PreparedCost,
 }
 
 enum Step {
@@ -167,7 +168,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn new(cfg: &'a SimConfig, sched: &'a mut S) -> Self {
         let s = &cfg.server;
         let kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
-        let ts_every = if cfg.timeseries_points > 0 { cfg.horizon_s / cfg.timeseries_points as f64 } else { f64::INFINITY };
+        let ts_every = if cfg.timeseries_points > 0 {
+            cfg.horizon_s / cfg.timeseries_points as f64
+        } else {
+            f64::INFINITY
+        };
         Sim {
             cfg,
             sched,
@@ -182,7 +187,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             in_system: 0,
             area: 0.0,
             area_t: 0.0,
-            stats: RunStats { time_monotone: true, ..RunStats::default() },
+            stats: RunStats {
+                time_monotone: true,
+                ..RunStats::default()
+            },
             epoch: 0,
             anchor: None,
             paged: s.kv_mode == KvMode::Paged,
@@ -194,6 +202,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             },
             context_cost: cfg.cost.depends_on_context(),
             last_event: 0.0,
+            cost: PreparedCost::new(&cfg.cost, s.max_batch),
         }
     }
 
@@ -209,7 +218,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             let plan = self.plan();
             if plan.is_empty() {
-                debug_assert!(self.running.is_empty(), "a non-empty running set must do something");
+                debug_assert!(
+                    self.running.is_empty(),
+                    "a non-empty running set must do something"
+                );
                 match requests.peek() {
                     Some(r) => {
                         let a = r.arrival;
@@ -281,8 +293,13 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 KvMode::Reserve => self.kv.try_take(need),
                 KvMode::Paged => {
                     // A request that could never fit alone would be preempted forever.
-                    let fits_alone = need <= self.kv.total_blocks().saturating_sub(self.kv_watermark());
-                    let queue_ok = self.cfg.server.queue_cap.is_none_or(|c| (self.sched.waiting_len() as u64) < c as u64);
+                    let fits_alone =
+                        need <= self.kv.total_blocks().saturating_sub(self.kv_watermark());
+                    let queue_ok = self
+                        .cfg
+                        .server
+                        .queue_cap
+                        .is_none_or(|c| (self.sched.waiting_len() as u64) < c as u64);
                     fits_alone && queue_ok
                 }
             };
@@ -352,7 +369,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let mut preempted = false;
         while self.blocks_needed(1) > self.kv.free_blocks() {
-            let Some(mut s) = self.running.pop() else { break };
+            let Some(mut s) = self.running.pop() else {
+                break;
+            };
             self.kv.release(s.blocks);
             s.blocks = 0;
             s.kv_tokens = 0;
@@ -390,7 +409,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// One iteration of any shape.
-    fn iteration<I: Iterator<Item = Request>>(&mut self, plan: Plan, requests: &mut std::iter::Peekable<I>) -> Step {
+    fn iteration<I: Iterator<Item = Request>>(
+        &mut self,
+        plan: Plan,
+        requests: &mut std::iter::Peekable<I>,
+    ) -> Step {
         let shape = BatchShape {
             running: self.running.len() as u32,
             prefill_tokens: plan.prefill_tokens,
@@ -398,7 +421,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             decode_seqs: plan.decode_seqs,
             context_tokens: self.running.iter().map(|s| s.kv_tokens).sum(),
         };
-        let d = self.cfg.cost.iteration(&shape);
+        let d = self.cost.iteration(&shape);
         let t_end = self.t + d;
         if self.cut && t_end > self.cfg.horizon_s {
             return Step::Stop;
@@ -433,18 +456,35 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// A run of identical pure-decode iterations, jumped in one step.
-    fn decode_run<I: Iterator<Item = Request>>(&mut self, requests: &mut std::iter::Peekable<I>) -> Step {
+    fn decode_run<I: Iterator<Item = Request>>(
+        &mut self,
+        requests: &mut std::iter::Peekable<I>,
+    ) -> Step {
         let n = self.running.len();
-        let d = self.cfg.cost.decode_step(n as u32, 0);
+        let d = self.cost.decode_step(n as u32, 0);
         let a = match self.anchor {
             Some(a) if a.epoch == self.epoch && a.d == d => a,
-            _ => Anchor { t0: self.t, d, iters: 0, epoch: self.epoch },
+            _ => Anchor {
+                t0: self.t,
+                d,
+                iters: 0,
+                epoch: self.epoch,
+            },
         };
         let at = |i: u64| a.t0 + (a.iters + i) as f64 * d;
-        let mut k = self.running.iter().map(|s| s.remaining() as u64).min().unwrap_or(1).max(1);
+        let mut k = self
+            .running
+            .iter()
+            .map(|s| s.remaining() as u64)
+            .min()
+            .unwrap_or(1)
+            .max(1);
         // Stop at the first boundary at or after an arrival that could join.
         if let Some(r) = requests.peek() {
-            if self.sched.arrival_can_join(n, self.cfg.server.max_batch as usize) {
+            if self
+                .sched
+                .arrival_can_join(n, self.cfg.server.max_batch as usize)
+            {
                 k = k.min(first_boundary_at_or_after(&at, r.arrival, k));
             }
         }
@@ -492,7 +532,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.kv_tokens += k;
             s.decode = false;
         }
-        self.anchor = Some(Anchor { iters: a.iters + k, ..a });
+        self.anchor = Some(Anchor {
+            iters: a.iters + k,
+            ..a
+        });
         self.stats.iterations += k;
         self.stats.steps += 1;
         self.advance_to(t_end);
@@ -500,28 +543,26 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         Step::Continue
     }
 
-    /// Removes finished sequences at the current time.
+    /// Removes finished sequences at the current time (one pass, order kept).
     fn complete(&mut self) {
-        if !self.running.iter().any(|s| s.generated >= s.req.output) {
-            return;
-        }
         let t = self.t;
-        let mut i = 0;
-        while i < self.running.len() {
-            if self.running[i].generated >= self.running[i].req.output {
-                let s = self.running.remove(i);
-                self.kv.release(s.blocks);
-                self.in_system -= 1;
-                self.stats.departed += 1;
-                self.stats.sojourn_sum_s += t - s.req.arrival;
-                self.last_event = t;
-                let rec = record_of(&s, Some(t), Outcome::Completed);
-                self.record(rec);
-            } else {
-                i += 1;
+        let mut done = 0;
+        for s in self.running.extract_if(.., |s| s.generated >= s.req.output) {
+            self.kv.release(s.blocks);
+            self.stats.sojourn_sum_s += t - s.req.arrival;
+            let rec = record_of(&s, Some(t), Outcome::Completed);
+            self.acc.push(&rec);
+            if self.cfg.keep_records {
+                self.records.push(rec);
             }
+            done += 1;
         }
-        self.epoch += 1;
+        if done > 0 {
+            self.in_system -= done;
+            self.stats.departed += done;
+            self.last_event = t;
+            self.epoch += 1;
+        }
     }
 
     fn record(&mut self, r: RequestRecord) {
@@ -549,7 +590,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             self.t = h;
         }
-        let end = if self.cut { self.cfg.horizon_s } else { self.t.max(self.last_event) };
+        let end = if self.cut {
+            self.cfg.horizon_s
+        } else {
+            self.t.max(self.last_event)
+        };
         if self.cfg.keep_records {
             self.records.sort_by_key(|r| r.id);
         }
@@ -559,7 +604,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.stats.kv_used_at_end_tokens = self.kv.used_blocks() * self.kv.block_size();
         self.stats.time_avg_in_system = if end > 0.0 { self.area / end } else { 0.0 };
         let window = (end - self.cfg.metrics.warmup_s).max(0.0);
-        SimReport { summary: self.acc.finish(window), records: self.records, timeseries: self.timeseries, stats: self.stats }
+        SimReport {
+            summary: self.acc.finish(window),
+            records: self.records,
+            timeseries: self.timeseries,
+            stats: self.stats,
+        }
     }
 }
 

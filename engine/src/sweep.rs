@@ -43,12 +43,17 @@ impl SweepSpec {
 
     /// The 48-configuration comparison grid: λ 0.5,1,2,3 × B 1,4,8 × the same K.
     pub fn reference_compare() -> SweepSpec {
-        SweepSpec { rates: vec![0.5, 1.0, 2.0, 3.0], max_batches: vec![1, 4, 8], ..SweepSpec::reference_default() }
+        SweepSpec {
+            rates: vec![0.5, 1.0, 2.0, 3.0],
+            max_batches: vec![1, 4, 8],
+            ..SweepSpec::reference_default()
+        }
     }
 
     /// Grid points in output order (rate-major, then B, then K).
     pub fn points(&self) -> Vec<(f64, u32, u64)> {
-        let mut v = Vec::with_capacity(self.rates.len() * self.max_batches.len() * self.kv_tokens.len());
+        let mut v =
+            Vec::with_capacity(self.rates.len() * self.max_batches.len() * self.kv_tokens.len());
         for &r in &self.rates {
             for &b in &self.max_batches {
                 for &k in &self.kv_tokens {
@@ -79,8 +84,14 @@ impl SweepSpec {
     /// # Errors
     /// An empty axis, or the first invalid configuration.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.rates.is_empty() || self.max_batches.is_empty() || self.kv_tokens.is_empty() || self.seeds.is_empty() {
-            return Err(ConfigError::Empty { what: "sweep axis (rates, batch widths, KV budgets or seeds)" });
+        if self.rates.is_empty()
+            || self.max_batches.is_empty()
+            || self.kv_tokens.is_empty()
+            || self.seeds.is_empty()
+        {
+            return Err(ConfigError::Empty {
+                what: "sweep axis (rates, batch widths, KV budgets or seeds)",
+            });
         }
         for (r, b, k) in self.points() {
             self.config(r, b, k, self.seeds[0]).validate()?;
@@ -91,7 +102,9 @@ impl SweepSpec {
     /// The subset of grid points for shard `i` of `n` (round-robin), as a new spec is not
     /// possible for arbitrary subsets: returns the point indices.
     pub fn shard_points(&self, i: usize, n: usize) -> Vec<usize> {
-        (0..self.points().len()).filter(|p| n > 0 && p % n == i).collect()
+        (0..self.points().len())
+            .filter(|p| n > 0 && p % n == i)
+            .collect()
     }
 }
 
@@ -154,18 +167,30 @@ impl SweepPoint {
 /// Runs every seed of the grid points `which` (indices into [`SweepSpec::points`]) for one
 /// rate, reusing each seed's requests across (B, K). `on_run` is called after each run
 /// and returns `false` to cancel.
-fn run_rate(spec: &SweepSpec, rate: f64, which: &[usize], on_run: &mut dyn FnMut() -> bool) -> Option<Vec<SweepPoint>> {
+fn run_rate(
+    spec: &SweepSpec,
+    rate: f64,
+    which: &[usize],
+    on_run: &mut dyn FnMut() -> bool,
+) -> Option<Vec<SweepPoint>> {
     let pts = spec.points();
     let mut out: Vec<SweepPoint> = which
         .iter()
-        .map(|&i| SweepPoint { rate, max_batch: pts[i].1, kv_tokens: pts[i].2, seeds: spec.seeds.clone(), summaries: Vec::new() })
+        .map(|&i| SweepPoint {
+            rate,
+            max_batch: pts[i].1,
+            kv_tokens: pts[i].2,
+            seeds: spec.seeds.clone(),
+            summaries: Vec::new(),
+        })
         .collect();
     let wl = spec.base.workload.with_rate(rate);
     for &seed in &spec.seeds {
         let reqs = wl.generate(seed, spec.base.horizon_s).ok()?;
         for p in out.iter_mut() {
             let cfg = spec.config(rate, p.max_batch, p.kv_tokens, seed);
-            p.summaries.push(simulate_requests(&cfg, reqs.iter().copied()).summary);
+            p.summaries
+                .push(simulate_requests(&cfg, reqs.iter().copied()).summary);
             if !on_run() {
                 return None;
             }
@@ -221,11 +246,16 @@ pub fn run_sweep_parallel(
     let total = selected.len() * spec.seeds.len();
     let done = AtomicUsize::new(0);
     let groups = by_rate(spec, &selected);
-    let tasks: Vec<(usize, u64)> = (0..groups.len()).flat_map(|g| spec.seeds.iter().map(move |&s| (g, s))).collect();
+    let tasks: Vec<(usize, u64)> = (0..groups.len())
+        .flat_map(|g| spec.seeds.iter().map(move |&s| (g, s)))
+        .collect();
     let results: Vec<Vec<SweepPoint>> = tasks
         .par_iter()
         .map(|&(g, seed)| {
-            let one = SweepSpec { seeds: vec![seed], ..spec.clone() };
+            let one = SweepSpec {
+                seeds: vec![seed],
+                ..spec.clone()
+            };
             let mut tick = || {
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
                 true
@@ -306,16 +336,45 @@ pub fn summary_row(p: &SweepPoint, base: &SimConfig) -> String {
         p.kv_tokens.to_string(),
         a.mean_ttft.n.max(a.goodput.n).to_string(),
     ];
-    for g in [&a.mean_ttft, &a.p50_ttft, &a.p95_ttft, &a.p99_ttft, &a.goodput, &a.blocking, &a.mean_tpot] {
+    for g in [
+        &a.mean_ttft,
+        &a.p50_ttft,
+        &a.p95_ttft,
+        &a.p99_ttft,
+        &a.goodput,
+        &a.blocking,
+        &a.mean_tpot,
+    ] {
         if std::ptr::eq(g, &a.mean_tpot) {
-            cols.extend([f(a.mean_ttft.ci95), f(a.p99_ttft.ci95), f(a.goodput.ci95), f(a.blocking.ci95)]);
+            cols.extend([
+                f(a.mean_ttft.ci95),
+                f(a.p99_ttft.ci95),
+                f(a.goodput.ci95),
+                f(a.blocking.ci95),
+            ]);
         }
         cols.extend([f(g.mean), f(g.std)]);
     }
-    for g in [&a.p99_tpot, &a.mean_e2e, &a.p99_e2e, &a.output_tokens_per_s, &a.slo_goodput, &a.slo_attainment, &a.preemptions, &a.p99_itl_max, &a.stalls] {
+    for g in [
+        &a.p99_tpot,
+        &a.mean_e2e,
+        &a.p99_e2e,
+        &a.output_tokens_per_s,
+        &a.slo_goodput,
+        &a.slo_attainment,
+        &a.preemptions,
+        &a.p99_itl_max,
+        &a.stalls,
+    ] {
         cols.push(f(g.mean));
     }
-    cols.extend([s.policy.as_str().to_string(), kv_mode.to_string(), s.block_size.to_string(), s.token_budget.to_string(), format!("{:?}", base.horizon_s)]);
+    cols.extend([
+        s.policy.as_str().to_string(),
+        kv_mode.to_string(),
+        s.block_size.to_string(),
+        s.token_budget.to_string(),
+        format!("{:?}", base.horizon_s),
+    ]);
     cols.join(",")
 }
 
@@ -374,26 +433,45 @@ pub fn merge_summary_csvs(parts: &[&str]) -> Result<String, ConfigError> {
         match header {
             None => header = Some(h),
             Some(h0) if h0 != h => {
-                return Err(ConfigError::Parse { what: "sweep summary", why: "the files have different headers".into() })
+                return Err(ConfigError::Parse {
+                    what: "sweep summary",
+                    why: "the files have different headers".into(),
+                })
             }
             _ => {}
         }
         for l in lines {
             let mut it = l.split(',');
             let mut num = |name: &str| -> Result<f64, ConfigError> {
-                it.next().and_then(|x| x.parse::<f64>().ok()).ok_or_else(|| ConfigError::Parse {
-                    what: "sweep summary",
-                    why: format!("bad {name} in row '{l}'"),
-                })
+                it.next()
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .ok_or_else(|| ConfigError::Parse {
+                        what: "sweep summary",
+                        why: format!("bad {name} in row '{l}'"),
+                    })
             };
-            let key = (num("arrival_rate")?, num("max_batch_size")? as u64, num("kv_budget")? as u64);
+            let key = (
+                num("arrival_rate")?,
+                num("max_batch_size")? as u64,
+                num("kv_budget")? as u64,
+            );
             rows.push((key, l));
         }
     }
-    let header = header.ok_or(ConfigError::Empty { what: "sweep summaries" })?;
-    rows.sort_by(|a, b| a.0 .0.total_cmp(&b.0 .0).then(a.0 .1.cmp(&b.0 .1)).then(a.0 .2.cmp(&b.0 .2)));
+    let header = header.ok_or(ConfigError::Empty {
+        what: "sweep summaries",
+    })?;
+    rows.sort_by(|a, b| {
+        a.0 .0
+            .total_cmp(&b.0 .0)
+            .then(a.0 .1.cmp(&b.0 .1))
+            .then(a.0 .2.cmp(&b.0 .2))
+    });
     if let Some(w) = rows.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(ConfigError::Parse { what: "sweep summary", why: format!("grid point {:?} appears twice", w[0].0) });
+        return Err(ConfigError::Parse {
+            what: "sweep summary",
+            why: format!("grid point {:?} appears twice", w[0].0),
+        });
     }
     let mut out = String::from(header);
     out.push('\n');
@@ -445,11 +523,18 @@ mod tests {
         let spec = small();
         let all = run_sweep(&spec, None, &mut |_, _| true).unwrap().unwrap();
         let p = &all[5];
-        let single = crate::sim::simulate(&spec.config(p.rate, p.max_batch, p.kv_tokens, 2)).unwrap();
+        let single =
+            crate::sim::simulate(&spec.config(p.rate, p.max_batch, p.kv_tokens, 2)).unwrap();
         assert_eq!(p.summaries[2], single.summary);
-        let a = run_sweep(&spec, Some((0, 3)), &mut |_, _| true).unwrap().unwrap();
-        let b = run_sweep(&spec, Some((1, 3)), &mut |_, _| true).unwrap().unwrap();
-        let c = run_sweep(&spec, Some((2, 3)), &mut |_, _| true).unwrap().unwrap();
+        let a = run_sweep(&spec, Some((0, 3)), &mut |_, _| true)
+            .unwrap()
+            .unwrap();
+        let b = run_sweep(&spec, Some((1, 3)), &mut |_, _| true)
+            .unwrap()
+            .unwrap();
+        let c = run_sweep(&spec, Some((2, 3)), &mut |_, _| true)
+            .unwrap()
+            .unwrap();
         let merged = merge_summary_csvs(&[
             &summary_csv(&c, &spec.base),
             &summary_csv(&a, &spec.base),
@@ -457,7 +542,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(merged, summary_csv(&all, &spec.base));
-        assert!(merge_summary_csvs(&[&summary_csv(&a, &spec.base), &summary_csv(&a, &spec.base)]).is_err());
+        assert!(
+            merge_summary_csvs(&[&summary_csv(&a, &spec.base), &summary_csv(&a, &spec.base)])
+                .is_err()
+        );
     }
 
     #[test]

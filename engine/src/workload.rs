@@ -54,7 +54,11 @@ impl Default for Workload {
     /// The reference study's workload: Poisson 1 req/s, lognormal prompt (median 256, σ 0.55)
     /// and output (median 128, σ 0.70).
     fn default() -> Self {
-        Workload { arrivals: ArrivalProcess::Poisson { rate: 1.0 }, lengths: LengthDist::reference(), max_model_len: None }
+        Workload {
+            arrivals: ArrivalProcess::Poisson { rate: 1.0 },
+            lengths: LengthDist::reference(),
+            max_model_len: None,
+        }
     }
 }
 
@@ -77,7 +81,11 @@ impl Workload {
         self.lengths.validate()?;
         if let Some(cap) = self.max_model_len {
             if cap < 2 {
-                return Err(ConfigError::OutOfRange { name: "max_model_len", value: cap as f64, why: "must be >= 2" });
+                return Err(ConfigError::OutOfRange {
+                    name: "max_model_len",
+                    value: cap as f64,
+                    why: "must be >= 2",
+                });
             }
         }
         Ok(())
@@ -86,7 +94,10 @@ impl Workload {
     /// The same workload at another mean arrival rate [req/s] (renewal processes only;
     /// a trace keeps its timestamps).
     pub fn with_rate(&self, rate: f64) -> Workload {
-        Workload { arrivals: self.arrivals.with_rate(rate), ..self.clone() }
+        Workload {
+            arrivals: self.arrivals.with_rate(rate),
+            ..self.clone()
+        }
     }
 
     /// Mean arrival rate [req/s].
@@ -172,7 +183,13 @@ impl Iterator for RequestStream<'_> {
         };
         let (prompt, output) = self.workload.cap(prompt, output);
         self.next_id += 1;
-        Some(Request { id, arrival, prompt, output, class })
+        Some(Request {
+            id,
+            arrival,
+            prompt,
+            output,
+            class,
+        })
     }
 }
 
@@ -195,7 +212,10 @@ mod tests {
 
     #[test]
     fn poisson_rate_and_reference_lengths() {
-        let reqs = Workload::default().with_rate(5.0).generate(1, 20_000.0).unwrap();
+        let reqs = Workload::default()
+            .with_rate(5.0)
+            .generate(1, 20_000.0)
+            .unwrap();
         let n = reqs.len() as f64;
         assert!((n / 20_000.0 - 5.0).abs() < 0.05, "rate {}", n / 20_000.0);
         let mean_p = reqs.iter().map(|r| r.prompt as f64).sum::<f64>() / n;
@@ -207,7 +227,10 @@ mod tests {
 
     #[test]
     fn cap_applies() {
-        let w = Workload { max_model_len: Some(300), ..Workload::default() };
+        let w = Workload {
+            max_model_len: Some(300),
+            ..Workload::default()
+        };
         for r in w.generate(3, 200.0).unwrap() {
             assert!(r.total_tokens() <= 300 && r.prompt >= 1 && r.output >= 1);
         }
@@ -216,7 +239,10 @@ mod tests {
     #[test]
     fn invalid_is_error() {
         assert!(Workload::default().with_rate(0.0).generate(0, 1.0).is_err());
-        assert!(Workload::default().with_rate(f64::NAN).generate(0, 1.0).is_err());
+        assert!(Workload::default()
+            .with_rate(f64::NAN)
+            .generate(0, 1.0)
+            .is_err());
         assert!(Workload::default().generate(0, -1.0).is_err());
     }
 }

@@ -20,7 +20,11 @@ mod tol {
 
 fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimConfig {
     SimConfig {
-        workload: Workload { arrivals: ArrivalProcess::Poisson { rate }, lengths, max_model_len: None },
+        workload: Workload {
+            arrivals: ArrivalProcess::Poisson { rate },
+            lengths,
+            max_model_len: None,
+        },
         server: ServerConfig {
             policy,
             max_batch: 8,
@@ -49,51 +53,91 @@ fn check_conformance(cfg: &SimConfig, label: &str) {
     let st = &rep.stats;
     let recs = &rep.records;
     // No request lost or duplicated.
-    assert_eq!(recs.len() as u64, st.arrivals, "{label}: records vs arrivals");
+    assert_eq!(
+        recs.len() as u64,
+        st.arrivals,
+        "{label}: records vs arrivals"
+    );
     for (i, r) in recs.iter().enumerate() {
         assert_eq!(r.id, i as u64, "{label}: ids must be 0..n exactly once");
     }
     let s = &rep.summary;
-    assert_eq!(s.completed + s.rejected + s.unfinished + s.errors, s.arrivals, "{label}: outcomes add up");
+    assert_eq!(
+        s.completed + s.rejected + s.unfinished + s.errors,
+        s.arrivals,
+        "{label}: outcomes add up"
+    );
     let reqs = cfg.workload.generate(cfg.seed, cfg.horizon_s).unwrap();
     for (r, q) in recs.iter().zip(&reqs) {
         assert_eq!(r.arrival_s, q.arrival, "{label}");
         if r.outcome == Outcome::Completed {
-            assert_eq!(r.output_tokens, q.output, "{label}: request {} produced every token", r.id);
+            assert_eq!(
+                r.output_tokens, q.output,
+                "{label}: request {} produced every token",
+                r.id
+            );
             let (f, e) = (r.first_token_s.unwrap(), r.finish_s.unwrap());
-            assert!(r.arrival_s <= f && f <= e, "{label}: arrival <= first token <= finish for {}", r.id);
+            assert!(
+                r.arrival_s <= f && f <= e,
+                "{label}: arrival <= first token <= finish for {}",
+                r.id
+            );
             if r.output_tokens >= 2 {
                 let mean_gap = (e - f) / (r.output_tokens - 1) as f64;
-                assert!(r.max_gap_s >= mean_gap * (1.0 - 1e-9), "{label}: max gap >= mean gap");
+                assert!(
+                    r.max_gap_s >= mean_gap * (1.0 - 1e-9),
+                    "{label}: max gap >= mean gap"
+                );
             }
         }
     }
     // KV never over capacity and fully released after draining.
-    assert!(st.kv_peak_tokens <= st.kv_capacity_tokens, "{label}: KV over capacity");
+    assert!(
+        st.kv_peak_tokens <= st.kv_capacity_tokens,
+        "{label}: KV over capacity"
+    );
     if cfg.end == EndRule::Drain {
         assert_eq!(st.kv_used_at_end_tokens, 0, "{label}: KV not released");
         assert_eq!(s.unfinished, 0, "{label}: drain leaves nothing unfinished");
     }
     for p in &rep.timeseries {
         assert!(p.kv_used_tokens <= st.kv_capacity_tokens, "{label}");
-        assert!(p.running <= cfg.server.max_batch.max(1), "{label}: batch over B");
+        assert!(
+            p.running <= cfg.server.max_batch.max(1),
+            "{label}: batch over B"
+        );
     }
     // Time monotone.
     assert!(st.time_monotone, "{label}: time went backwards");
-    assert!(rep.timeseries.windows(2).all(|w| w[0].t_s <= w[1].t_s), "{label}: time series not monotone");
+    assert!(
+        rep.timeseries.windows(2).all(|w| w[0].t_s <= w[1].t_s),
+        "{label}: time series not monotone"
+    );
     // Little's law L = λ W over the run (accepted requests).
     if cfg.end == EndRule::Drain && st.departed > 0 {
         let lambda = st.accepted as f64 / st.end_s;
         let w = st.sojourn_sum_s / st.departed as f64;
         let l = st.time_avg_in_system;
-        assert!((l - lambda * w).abs() <= tol::LITTLE_REL * l.max(1e-9) + 1e-9, "{label}: Little L={l} λW={}", lambda * w);
+        assert!(
+            (l - lambda * w).abs() <= tol::LITTLE_REL * l.max(1e-9) + 1e-9,
+            "{label}: Little L={l} λW={}",
+            lambda * w
+        );
     }
 }
 
 #[test]
 fn conformance_every_policy_and_kv_mode() {
     let lengths = [
-        ("lognormal", LengthDist::Lognormal { prompt_median: 64.0, prompt_sigma: 0.8, output_median: 48.0, output_sigma: 0.9 }),
+        (
+            "lognormal",
+            LengthDist::Lognormal {
+                prompt_median: 64.0,
+                prompt_sigma: 0.8,
+                output_median: 48.0,
+                output_sigma: 0.9,
+            },
+        ),
         ("mix", LengthDist::short_long_mix()),
     ];
     for policy in Policy::ALL {
@@ -102,7 +146,11 @@ fn conformance_every_policy_and_kv_mode() {
                 for rate in [2.0, 12.0] {
                     let cfg = base(policy, kv, l.clone(), rate);
                     check_conformance(&cfg, &format!("{policy:?}/{kv:?}/{ln}/λ={rate}"));
-                    let cut = SimConfig { end: EndRule::Cut, first_token: FirstToken::AfterFirstDecode, ..cfg };
+                    let cut = SimConfig {
+                        end: EndRule::Cut,
+                        first_token: FirstToken::AfterFirstDecode,
+                        ..cfg
+                    };
                     check_conformance(&cut, &format!("{policy:?}/{kv:?}/{ln}/λ={rate}/cut"));
                 }
             }
@@ -112,7 +160,12 @@ fn conformance_every_policy_and_kv_mode() {
 
 #[test]
 fn conformance_other_cost_models_and_admission() {
-    let linear = CostModel::Linear(LinearCost { beta0: 0.004, beta_prefill: 5e-5, beta_decode: 3e-4, beta_kv: 1e-7 });
+    let linear = CostModel::Linear(LinearCost {
+        beta0: 0.004,
+        beta_prefill: 5e-5,
+        beta_decode: 3e-4,
+        beta_kv: 1e-7,
+    });
     let table = CostModel::Table(TableCost::a10g_qwen_1_5b());
     for (name, cost) in [("linear", linear), ("table", table)] {
         for policy in Policy::ALL {
@@ -130,7 +183,15 @@ fn conformance_other_cost_models_and_admission() {
 
 #[test]
 fn paged_mode_preempts_under_pressure_and_recovers() {
-    let mut cfg = base(Policy::Continuous, KvMode::Paged, LengthDist::Fixed { prompt: 100, output: 400 }, 4.0);
+    let mut cfg = base(
+        Policy::Continuous,
+        KvMode::Paged,
+        LengthDist::Fixed {
+            prompt: 100,
+            output: 400,
+        },
+        4.0,
+    );
     cfg.server.kv_tokens = 1600;
     cfg.server.max_batch = 16;
     let rep = simulate(&cfg).unwrap();
@@ -143,9 +204,21 @@ fn paged_mode_preempts_under_pressure_and_recovers() {
 /// `d`, prefill free, first token at prefill: TTFT is exactly the M/G/1 queueing delay.
 fn mg1_config(pairs: Vec<(u32, u32)>, rate: f64, d: f64, horizon: f64) -> SimConfig {
     SimConfig {
-        workload: Workload { arrivals: ArrivalProcess::Poisson { rate }, lengths: LengthDist::Empirical { pairs }, max_model_len: None },
-        server: ServerConfig { policy: Policy::Serial, max_batch: 1, kv_tokens: 1 << 40, ..ServerConfig::default() },
-        cost: CostModel::Table(TableCost { decode: vec![(1.0, d)], prefill: vec![(0.0, 0.0)] }),
+        workload: Workload {
+            arrivals: ArrivalProcess::Poisson { rate },
+            lengths: LengthDist::Empirical { pairs },
+            max_model_len: None,
+        },
+        server: ServerConfig {
+            policy: Policy::Serial,
+            max_batch: 1,
+            kv_tokens: 1 << 40,
+            ..ServerConfig::default()
+        },
+        cost: CostModel::Table(TableCost {
+            decode: vec![(1.0, d)],
+            prefill: vec![(0.0, 0.0)],
+        }),
         horizon_s: horizon,
         end: EndRule::Drain,
         first_token: FirstToken::AfterPrefill,
@@ -160,7 +233,11 @@ fn mg1_config(pairs: Vec<(u32, u32)>, rate: f64, d: f64, horizon: f64) -> SimCon
 fn pk_wait(pairs: &[(u32, u32)], rate: f64, d: f64) -> f64 {
     let n = pairs.len() as f64;
     let s1 = pairs.iter().map(|p| (p.1 - 1) as f64 * d).sum::<f64>() / n;
-    let s2 = pairs.iter().map(|p| ((p.1 - 1) as f64 * d).powi(2)).sum::<f64>() / n;
+    let s2 = pairs
+        .iter()
+        .map(|p| ((p.1 - 1) as f64 * d).powi(2))
+        .sum::<f64>()
+        / n;
     let rho = rate * s1;
     assert!(rho < 1.0);
     rate * s2 / (2.0 * (1.0 - rho))
@@ -182,14 +259,20 @@ fn oracle_mm1_mean_wait() {
     let rep = simulate(&cfg).unwrap();
     let want = pk_wait(&pairs, rate, d);
     let got = rep.summary.ttft.mean.unwrap();
-    assert!((got - want).abs() / want < tol::ORACLE_MEAN_REL, "M/M/1 wait: sim {got} vs exact {want}");
+    assert!(
+        (got - want).abs() / want < tol::ORACLE_MEAN_REL,
+        "M/M/1 wait: sim {got} vs exact {want}"
+    );
     // M/M/1: the wait is 0 with probability 1 − ρ, so the median TTFT is ~0 at ρ = 0.6... and
     // P(W > t) = ρ e^{−(μ−λ)t}: the p95 is ln(ρ/0.05)/(μ−λ).
     let mean_s: f64 = pairs.iter().map(|p| (p.1 - 1) as f64 * d).sum::<f64>() / n as f64;
     let rho = rate * mean_s;
     let p95 = (rho / 0.05).ln() / (1.0 / mean_s - rate);
     let got95 = rep.summary.ttft.p95.unwrap();
-    assert!((got95 - p95).abs() / p95 < 0.08, "M/M/1 p95 wait: sim {got95} vs {p95}");
+    assert!(
+        (got95 - p95).abs() / p95 < 0.08,
+        "M/M/1 p95 wait: sim {got95} vs {p95}"
+    );
 }
 
 #[test]
@@ -200,7 +283,10 @@ fn oracle_md1_mean_wait() {
     let want = pk_wait(&pairs, rate, d); // ρ/(2μ(1−ρ)) = 0.7/(2·0.3) = 1.1667
     let got = rep.summary.ttft.mean.unwrap();
     assert!((want - 7.0 / 6.0).abs() < 1e-9);
-    assert!((got - want).abs() / want < tol::ORACLE_MEAN_REL, "M/D/1 wait: sim {got} vs exact {want}");
+    assert!(
+        (got - want).abs() / want < tol::ORACLE_MEAN_REL,
+        "M/D/1 wait: sim {got} vs exact {want}"
+    );
 }
 
 fn erlang_b(c: u32, a: f64) -> f64 {
@@ -218,11 +304,22 @@ fn oracle_erlang_b_reserve_loss() {
     let cfg = SimConfig {
         workload: Workload {
             arrivals: ArrivalProcess::Poisson { rate },
-            lengths: LengthDist::Fixed { prompt: 1, output: out - 1 },
+            lengths: LengthDist::Fixed {
+                prompt: 1,
+                output: out - 1,
+            },
             max_model_len: None,
         },
-        server: ServerConfig { policy: Policy::Continuous, max_batch: 64, kv_tokens: 400, ..ServerConfig::default() },
-        cost: CostModel::Table(TableCost { decode: vec![(1.0, d)], prefill: vec![(0.0, 0.0)] }),
+        server: ServerConfig {
+            policy: Policy::Continuous,
+            max_batch: 64,
+            kv_tokens: 400,
+            ..ServerConfig::default()
+        },
+        cost: CostModel::Table(TableCost {
+            decode: vec![(1.0, d)],
+            prefill: vec![(0.0, 0.0)],
+        }),
         horizon_s: 40_000.0,
         ..mg1_config(vec![(1, 2)], rate, d, 1.0)
     };
@@ -230,7 +327,10 @@ fn oracle_erlang_b_reserve_loss() {
     let hold = (out - 2) as f64 * d + d / 2.0;
     let want = erlang_b(c, rate * hold);
     let got = rep.summary.blocking_probability;
-    assert!((got - want).abs() < tol::ERLANG_B_ABS, "Erlang B: sim {got} vs exact {want}");
+    assert!(
+        (got - want).abs() < tol::ERLANG_B_ABS,
+        "Erlang B: sim {got} vs exact {want}"
+    );
 }
 
 #[test]
@@ -252,7 +352,11 @@ mod common;
 #[test]
 fn native_digest_matches_golden() {
     let rep = simulate(&common::wasm_digest_config()).unwrap();
-    assert_eq!(digest(&rep.records), common::GOLDEN_DIGEST, "update common::GOLDEN_DIGEST only for a deliberate model change");
+    assert_eq!(
+        digest(&rep.records),
+        common::GOLDEN_DIGEST,
+        "update common::GOLDEN_DIGEST only for a deliberate model change"
+    );
 }
 
 #[test]
@@ -264,17 +368,34 @@ fn invalid_configurations_are_errors_not_panics() {
         SimConfig::reference(f64::NAN, 4, 4096),
         SimConfig::reference(1.0, 0, 4096),
         SimConfig::reference(1.0, 4, 1),
-        SimConfig { horizon_s: f64::NAN, ..ok.clone() },
-        SimConfig { horizon_s: 0.0, ..ok.clone() },
+        SimConfig {
+            horizon_s: f64::NAN,
+            ..ok.clone()
+        },
+        SimConfig {
+            horizon_s: 0.0,
+            ..ok.clone()
+        },
     ];
     let mut fixed = ok.clone();
-    fixed.workload.lengths = LengthDist::Fixed { prompt: 3000, output: 2000 };
+    fixed.workload.lengths = LengthDist::Fixed {
+        prompt: 3000,
+        output: 2000,
+    };
     bad.push(fixed);
     let mut lin = ok.clone();
-    lin.cost = CostModel::Linear(LinearCost { beta0: f64::NAN, ..LinearCost::default() });
+    lin.cost = CostModel::Linear(LinearCost {
+        beta0: f64::NAN,
+        ..LinearCost::default()
+    });
     bad.push(lin);
     let mut sig = ok.clone();
-    sig.workload.lengths = LengthDist::Lognormal { prompt_median: 10.0, prompt_sigma: -1.0, output_median: 1.0, output_sigma: 0.1 };
+    sig.workload.lengths = LengthDist::Lognormal {
+        prompt_median: 10.0,
+        prompt_sigma: -1.0,
+        output_median: 1.0,
+        output_sigma: 0.1,
+    };
     bad.push(sig);
     for cfg in bad {
         let e = simulate(&cfg).expect_err("invalid config must be an error");
@@ -293,7 +414,11 @@ fn reference_mode_first_token_is_one_decode_later() {
     let b = simulate(&cfg).unwrap();
     // Same requests; in reference mode TTFT is later, and output 1 means TTFT = E2E.
     assert!(a.summary.ttft.mean.unwrap() > b.summary.ttft.mean.unwrap());
-    for r in a.records.iter().filter(|r| r.outcome == Outcome::Completed && r.output_tokens == 1) {
+    for r in a
+        .records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed && r.output_tokens == 1)
+    {
         assert_eq!(r.first_token_s, r.finish_s);
     }
 }
@@ -302,19 +427,49 @@ fn reference_mode_first_token_is_one_decode_later() {
 fn chunked_prefill_cuts_decode_stalls() {
     // The profiler study's interference scenario: long prompts arriving mid-stream.
     use engine::workload::TraceRequest;
-    let tr = |t: f64, p: u32, o: u32, c: u16| TraceRequest { arrival: t, prompt: p, output: o, class: c };
-    let trace = vec![tr(0.0, 32, 64, 0), tr(0.0, 32, 64, 0), tr(0.1, 512, 32, 1), tr(0.1, 512, 32, 1), tr(0.3, 32, 64, 0), tr(0.3, 32, 64, 0)];
+    let tr = |t: f64, p: u32, o: u32, c: u16| TraceRequest {
+        arrival: t,
+        prompt: p,
+        output: o,
+        class: c,
+    };
+    let trace = vec![
+        tr(0.0, 32, 64, 0),
+        tr(0.0, 32, 64, 0),
+        tr(0.1, 512, 32, 1),
+        tr(0.1, 512, 32, 1),
+        tr(0.3, 32, 64, 0),
+        tr(0.3, 32, 64, 0),
+    ];
     let mk = |policy, budget| {
         let mut cfg = base(policy, KvMode::Paged, LengthDist::reference(), 1.0);
-        cfg.workload.arrivals = ArrivalProcess::Trace { requests: trace.clone() };
+        cfg.workload.arrivals = ArrivalProcess::Trace {
+            requests: trace.clone(),
+        };
         cfg.server.token_budget = budget;
         cfg.server.kv_tokens = 65536;
-        cfg.cost = CostModel::Linear(LinearCost { beta0: 0.002, beta_prefill: 4.5e-4, beta_decode: 1.3e-3, beta_kv: 0.0 });
+        cfg.cost = CostModel::Linear(LinearCost {
+            beta0: 0.002,
+            beta_prefill: 4.5e-4,
+            beta_decode: 1.3e-3,
+            beta_kv: 0.0,
+        });
         cfg.horizon_s = 10.0;
         simulate(&cfg).unwrap()
     };
     let eager = mk(Policy::Continuous, 2048);
     let chunked = mk(Policy::Chunked, 32);
-    let worst = |r: &engine::sim::SimReport| r.records.iter().filter(|r| r.class == 0).map(|r| r.max_gap_s).fold(0.0, f64::max);
-    assert!(worst(&chunked) < worst(&eager), "chunked {} vs eager {}", worst(&chunked), worst(&eager));
+    let worst = |r: &engine::sim::SimReport| {
+        r.records
+            .iter()
+            .filter(|r| r.class == 0)
+            .map(|r| r.max_gap_s)
+            .fold(0.0, f64::max)
+    };
+    assert!(
+        worst(&chunked) < worst(&eager),
+        "chunked {} vs eager {}",
+        worst(&chunked),
+        worst(&eager)
+    );
 }

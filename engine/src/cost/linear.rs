@@ -23,11 +23,18 @@ pub struct LinearCost {
 
 impl LinearCost {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let v = [self.beta0, self.beta_prefill, self.beta_decode, self.beta_kv];
+        let v = [
+            self.beta0,
+            self.beta_prefill,
+            self.beta_decode,
+            self.beta_kv,
+        ];
         if v.iter().all(|x| x.is_finite() && *x >= 0.0) && self.beta0 + self.beta_decode > 0.0 {
             Ok(())
         } else {
-            Err(ConfigError::Cost("linear coefficients must be finite and >= 0, with beta0 + beta_decode > 0".into()))
+            Err(ConfigError::Cost(
+                "linear coefficients must be finite and >= 0, with beta0 + beta_decode > 0".into(),
+            ))
         }
     }
 

@@ -45,10 +45,14 @@ impl ReferenceCost {
             self.batch_coef,
             self.batch_exp,
         ];
-        if v.iter().all(|x| x.is_finite() && *x >= 0.0) && self.decode_base_s + self.decode_per_batch_s > 0.0 {
+        if v.iter().all(|x| x.is_finite() && *x >= 0.0)
+            && self.decode_base_s + self.decode_per_batch_s > 0.0
+        {
             Ok(())
         } else {
-            Err(ConfigError::Cost("reference constants must be finite and >= 0, with a positive decode step".into()))
+            Err(ConfigError::Cost(
+                "reference constants must be finite and >= 0, with a positive decode step".into(),
+            ))
         }
     }
 
@@ -75,11 +79,18 @@ impl ReferenceCost {
     }
 
     pub(crate) fn iteration(&self, s: &BatchShape) -> f64 {
-        let b = s.running.max(1);
+        self.iteration_with_factor(s, self.batch_factor(s.running.max(1)))
+    }
+
+    /// The iteration time given the precomputed batch factor `f = f(b)`.
+    #[inline]
+    pub(crate) fn iteration_with_factor(&self, s: &BatchShape, f: f64) -> f64 {
+        let prefill = self.prefill_base_s + self.prefill_per_token_s * s.prefill_tokens as f64 * f;
+        let decode = self.decode_per_batch_s * f;
         match (s.prefill_tokens > 0, s.decode_seqs > 0) {
-            (true, false) => self.prefill_s(b, s.prefill_tokens as f64),
-            (false, true) => self.decode_s(b),
-            (true, true) => self.prefill_s(b, s.prefill_tokens as f64) + self.decode_per_batch_s * self.batch_factor(b),
+            (true, false) => prefill,
+            (false, true) => self.decode_base_s + decode,
+            (true, true) => prefill + decode,
             (false, false) => 0.0,
         }
     }
@@ -96,6 +107,9 @@ mod tests {
         assert!((c.decode_s(1) - 0.00655).abs() < 1e-12);
         let f16 = 1.0 + 0.22 * 15f64.powf(0.65);
         assert!((c.decode_s(16) - (0.006 + 5.5e-4 * f16)).abs() < 1e-12);
-        assert!((c.prefill_s(4, 256.0) - (0.004 + 8e-5 * 256.0 * (1.0 + 0.22 * 3f64.powf(0.65)))).abs() < 1e-12);
+        assert!(
+            (c.prefill_s(4, 256.0) - (0.004 + 8e-5 * 256.0 * (1.0 + 0.22 * 3f64.powf(0.65)))).abs()
+                < 1e-12
+        );
     }
 }

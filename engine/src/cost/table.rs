@@ -24,15 +24,24 @@ impl TableCost {
             if pts.is_empty() {
                 return Err(ConfigError::Cost(format!("table has no {name} points")));
             }
-            if pts.iter().any(|p| !p.0.is_finite() || !p.1.is_finite() || p.0 < 0.0 || p.1 < 0.0) {
-                return Err(ConfigError::Cost(format!("{name} points must be finite and >= 0")));
+            if pts
+                .iter()
+                .any(|p| !p.0.is_finite() || !p.1.is_finite() || p.0 < 0.0 || p.1 < 0.0)
+            {
+                return Err(ConfigError::Cost(format!(
+                    "{name} points must be finite and >= 0"
+                )));
             }
             if pts.windows(2).any(|w| w[1].0 <= w[0].0) {
-                return Err(ConfigError::Cost(format!("{name} points must be strictly increasing in x")));
+                return Err(ConfigError::Cost(format!(
+                    "{name} points must be strictly increasing in x"
+                )));
             }
         }
         if self.decode_s(1.0) <= 0.0 {
-            return Err(ConfigError::Cost("decode step at 1 sequence must be > 0".into()));
+            return Err(ConfigError::Cost(
+                "decode step at 1 sequence must be > 0".into(),
+            ));
         }
         Ok(())
     }
@@ -52,7 +61,8 @@ impl TableCost {
             (true, false) => self.prefill_s(s.prefill_tokens as f64),
             (false, true) => self.decode_s(s.decode_seqs as f64),
             (true, true) => {
-                self.decode_s(s.decode_seqs as f64) + (self.prefill_s(s.prefill_tokens as f64) - self.prefill_s(0.0)).max(0.0)
+                self.decode_s(s.decode_seqs as f64)
+                    + (self.prefill_s(s.prefill_tokens as f64) - self.prefill_s(0.0)).max(0.0)
             }
             (false, false) => 0.0,
         }
@@ -63,16 +73,27 @@ impl TableCost {
     /// compute-bound per-token term (2·1.54e9 FLOP/token at 50 % of the A10G's 125 TFLOP/s
     /// bf16 peak = 49 µs/token), since the file has no long-prompt prefill points.
     pub fn a10g_qwen_1_5b() -> TableCost {
-        let v: serde_json::Value = serde_json::from_str(crate::data::A10G_QWEN_1_5B_JSON).expect("embedded json");
+        let v: serde_json::Value =
+            serde_json::from_str(crate::data::A10G_QWEN_1_5B_JSON).expect("embedded json");
         let decode = v["decode_step_s"]
             .as_array()
             .expect("decode_step_s")
             .iter()
-            .map(|r| (r["batch"].as_f64().unwrap_or(0.0), r["mean_step_s"].as_f64().unwrap_or(0.0)))
+            .map(|r| {
+                (
+                    r["batch"].as_f64().unwrap_or(0.0),
+                    r["mean_step_s"].as_f64().unwrap_or(0.0),
+                )
+            })
             .collect();
-        let ttft1 = v["ttft_s_short_prompt"][0]["mean_ttft_s"].as_f64().unwrap_or(0.017);
+        let ttft1 = v["ttft_s_short_prompt"][0]["mean_ttft_s"]
+            .as_f64()
+            .unwrap_or(0.017);
         let per_token = 2.0 * 1.54e9 / (0.5 * 125e12);
-        TableCost { decode, prefill: vec![(0.0, ttft1), (2048.0, ttft1 + 2048.0 * per_token)] }
+        TableCost {
+            decode,
+            prefill: vec![(0.0, ttft1), (2048.0, ttft1 + 2048.0 * per_token)],
+        }
     }
 }
 
@@ -88,6 +109,11 @@ mod tests {
         assert!((t.decode_s(32.0) - 0.01018).abs() < 1e-4);
         let mid = t.decode_s(24.0);
         assert!(mid > t.decode_s(16.0) && mid < t.decode_s(32.0));
-        assert!(TableCost { decode: vec![(2.0, 1.0), (1.0, 1.0)], prefill: vec![(0.0, 1.0)] }.validate().is_err());
+        assert!(TableCost {
+            decode: vec![(2.0, 1.0), (1.0, 1.0)],
+            prefill: vec![(0.0, 1.0)]
+        }
+        .validate()
+        .is_err());
     }
 }

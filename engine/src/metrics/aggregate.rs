@@ -18,7 +18,11 @@ pub struct Aggregate {
 
 impl Aggregate {
     pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Aggregate {
-        let xs: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+        let xs: Vec<f64> = values
+            .into_iter()
+            .flatten()
+            .filter(|x| x.is_finite())
+            .collect();
         let n = xs.len();
         if n == 0 {
             return Aggregate::default();
@@ -26,16 +30,23 @@ impl Aggregate {
         let mean = xs.iter().sum::<f64>() / n as f64;
         let ss = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>();
         let std = (ss / n as f64).sqrt();
-        let ci95 = (n > 1).then(|| student_t_975(n - 1) * (ss / (n - 1) as f64).sqrt() / (n as f64).sqrt());
-        Aggregate { n: n as u32, mean: Some(mean), std: Some(std), ci95 }
+        let ci95 = (n > 1)
+            .then(|| student_t_975(n - 1) * (ss / (n - 1) as f64).sqrt() / (n as f64).sqrt());
+        Aggregate {
+            n: n as u32,
+            mean: Some(mean),
+            std: Some(std),
+            ci95,
+        }
     }
 }
 
 /// The 97.5 % quantile of Student's t with `df` degrees of freedom.
 pub fn student_t_975(df: usize) -> f64 {
     const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::INFINITY,
@@ -44,7 +55,8 @@ pub fn student_t_975(df: usize) -> f64 {
         _ => {
             let z = 1.959_964;
             let d = df as f64;
-            z + (z * z * z + z) / (4.0 * d) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * d * d)
+            z + (z * z * z + z) / (4.0 * d)
+                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * d * d)
         }
     }
 }

@@ -40,7 +40,13 @@ impl Default for Quantiles {
 
 impl Quantiles {
     pub fn new() -> Quantiles {
-        Quantiles { exact: Vec::new(), hist: None, n: 0, sum: 0.0, max: f64::NEG_INFINITY }
+        Quantiles {
+            exact: Vec::new(),
+            hist: None,
+            n: 0,
+            sum: 0.0,
+            max: f64::NEG_INFINITY,
+        }
     }
 
     pub fn push(&mut self, x: f64) {
@@ -91,17 +97,43 @@ impl Quantiles {
         if self.n == 0 {
             return Dist::default();
         }
+        let qs = [0.50, 0.90, 0.95, 0.99, 0.999];
+        let mut v = [None; 5];
         if self.hist.is_none() {
-            self.exact.sort_unstable_by(f64::total_cmp);
+            // Type 7 by selection, not a full sort: each rank is selected within the part
+            // above the previous one; the upper neighbour is the minimum above the rank.
+            let xs = &mut self.exact[..];
+            let n = xs.len();
+            let mut from = 0;
+            for (i, q) in qs.iter().enumerate() {
+                let pos = q * (n - 1) as f64;
+                let lo = pos.floor() as usize;
+                let frac = pos - lo as f64;
+                if lo >= from {
+                    xs[from..].select_nth_unstable_by(lo - from, f64::total_cmp);
+                    from = lo;
+                }
+                let a = xs[lo];
+                let b = if lo + 1 < n {
+                    xs[lo + 1..].iter().copied().fold(f64::INFINITY, f64::min)
+                } else {
+                    a
+                };
+                v[i] = Some(a + (b - a) * frac);
+            }
+        } else {
+            for (i, q) in qs.iter().enumerate() {
+                v[i] = self.quantile(*q);
+            }
         }
         Dist {
             n: self.n,
             mean: Some(self.sum / self.n as f64),
-            p50: self.quantile(0.50),
-            p90: self.quantile(0.90),
-            p95: self.quantile(0.95),
-            p99: self.quantile(0.99),
-            p999: self.quantile(0.999),
+            p50: v[0],
+            p90: v[1],
+            p95: v[2],
+            p99: v[3],
+            p999: v[4],
             max: Some(self.max),
         }
     }
@@ -110,7 +142,8 @@ impl Quantiles {
 fn record(h: &mut Histogram<u64>, x: f64) {
     // Histogram auto-resizes; negative or non-finite values cannot occur for latencies.
     let v = (x.max(0.0) * NS).round() as u64;
-    h.record(v.max(1)).expect("auto-resizing histogram accepts any u64");
+    h.record(v.max(1))
+        .expect("auto-resizing histogram accepts any u64");
 }
 
 #[cfg(test)]
@@ -126,6 +159,27 @@ mod tests {
         assert!((percentile_type7(&s, 0.99).unwrap() - 3.97).abs() < 1e-12);
         assert_eq!(percentile_type7(&[], 0.5), None);
         assert_eq!(percentile_type7(&[7.0], 0.99), Some(7.0));
+    }
+
+    #[test]
+    fn selection_equals_sorting() {
+        for n in [1usize, 2, 3, 10, 999, 1000, 4321] {
+            let xs: Vec<f64> = (0..n).map(|i| ((i * 7919) % 1009) as f64 * 0.37).collect();
+            let mut q = Quantiles::new();
+            xs.iter().for_each(|&x| q.push(x));
+            let d = q.dist();
+            let mut s = xs.clone();
+            s.sort_by(f64::total_cmp);
+            for (got, p) in [
+                (d.p50, 0.5),
+                (d.p90, 0.9),
+                (d.p95, 0.95),
+                (d.p99, 0.99),
+                (d.p999, 0.999),
+            ] {
+                assert_eq!(got, percentile_type7(&s, p), "n={n} p={p}");
+            }
+        }
     }
 
     #[test]

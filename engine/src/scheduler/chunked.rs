@@ -47,7 +47,9 @@ impl Scheduler for Chunked {
         }
         // 3. new requests
         while budget > 0 && ctx.running.len() < ctx.max_batch {
-            let Some(s) = self.waiting.pop_front() else { break };
+            let Some(s) = self.waiting.pop_front() else {
+                break;
+            };
             if let Err(s) = ctx.try_admit(s) {
                 self.waiting.push_front(s);
                 break;

@@ -36,17 +36,25 @@ pub struct Sjf {
 
 impl Scheduler for Sjf {
     fn enqueue(&mut self, seq: Seq) {
-        self.heap.push(Reverse(Entry { key: (seq.total_len(), seq.req.id), seq }));
+        self.heap.push(Reverse(Entry {
+            key: (seq.total_len(), seq.req.id),
+            seq,
+        }));
     }
     fn requeue_preempted(&mut self, seq: Seq) {
-        self.heap.push(Reverse(Entry { key: (0, seq.req.id), seq }));
+        self.heap.push(Reverse(Entry {
+            key: (0, seq.req.id),
+            seq,
+        }));
     }
     fn waiting_len(&self) -> usize {
         self.heap.len()
     }
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         while ctx.running.len() < ctx.max_batch {
-            let Some(Reverse(e)) = self.heap.pop() else { break };
+            let Some(Reverse(e)) = self.heap.pop() else {
+                break;
+            };
             let key = e.key;
             if let Err(seq) = ctx.try_admit(e.seq) {
                 self.heap.push(Reverse(Entry { key, seq }));

@@ -51,7 +51,10 @@ impl ArrivalProcess {
             ArrivalProcess::Trace { requests } => {
                 check_times(requests.iter().map(|r| r.arrival))?;
                 if requests.iter().any(|r| r.prompt == 0 || r.output == 0) {
-                    return Err(ConfigError::Zero { name: "trace prompt/output tokens", value: 0 });
+                    return Err(ConfigError::Zero {
+                        name: "trace prompt/output tokens",
+                        value: 0,
+                    });
                 }
             }
         }
@@ -62,7 +65,10 @@ impl ArrivalProcess {
     pub fn with_rate(&self, rate: f64) -> ArrivalProcess {
         match self {
             ArrivalProcess::Poisson { .. } => ArrivalProcess::Poisson { rate },
-            ArrivalProcess::Gamma { burstiness, .. } => ArrivalProcess::Gamma { rate, burstiness: *burstiness },
+            ArrivalProcess::Gamma { burstiness, .. } => ArrivalProcess::Gamma {
+                rate,
+                burstiness: *burstiness,
+            },
             ArrivalProcess::Deterministic { .. } => ArrivalProcess::Deterministic { rate },
             other => other.clone(),
         }
@@ -75,7 +81,9 @@ impl ArrivalProcess {
             | ArrivalProcess::Deterministic { rate }
             | ArrivalProcess::Gamma { rate, .. } => *rate,
             ArrivalProcess::Timestamps { times } => span_rate(times.len(), times.last().copied()),
-            ArrivalProcess::Trace { requests } => span_rate(requests.len(), requests.last().map(|r| r.arrival)),
+            ArrivalProcess::Trace { requests } => {
+                span_rate(requests.len(), requests.last().map(|r| r.arrival))
+            }
         }
     }
 
@@ -124,7 +132,9 @@ fn check_times(times: impl Iterator<Item = f64>) -> Result<(), ConfigError> {
         n += 1;
     }
     if n == 0 {
-        return Err(ConfigError::Empty { what: "arrival trace" });
+        return Err(ConfigError::Empty {
+            what: "arrival trace",
+        });
     }
     Ok(())
 }
@@ -136,7 +146,10 @@ mod tests {
 
     #[test]
     fn gamma_scv_is_one_over_k() {
-        let p = ArrivalProcess::Gamma { rate: 2.0, burstiness: 0.25 };
+        let p = ArrivalProcess::Gamma {
+            rate: 2.0,
+            burstiness: 0.25,
+        };
         let mut rng = stream_rng(1, 0);
         let xs: Vec<f64> = (0..200_000).map(|_| p.sample_gap(&mut rng)).collect();
         let m = xs.iter().sum::<f64>() / xs.len() as f64;
@@ -147,9 +160,24 @@ mod tests {
 
     #[test]
     fn bad_timestamps() {
-        assert!(ArrivalProcess::Timestamps { times: vec![1.0, 0.5] }.validate().is_err());
-        assert!(ArrivalProcess::Timestamps { times: vec![] }.validate().is_err());
-        assert!(ArrivalProcess::Timestamps { times: vec![f64::NAN] }.validate().is_err());
-        assert!(ArrivalProcess::Gamma { rate: 1.0, burstiness: 0.0 }.validate().is_err());
+        assert!(ArrivalProcess::Timestamps {
+            times: vec![1.0, 0.5]
+        }
+        .validate()
+        .is_err());
+        assert!(ArrivalProcess::Timestamps { times: vec![] }
+            .validate()
+            .is_err());
+        assert!(ArrivalProcess::Timestamps {
+            times: vec![f64::NAN]
+        }
+        .validate()
+        .is_err());
+        assert!(ArrivalProcess::Gamma {
+            rate: 1.0,
+            burstiness: 0.0
+        }
+        .validate()
+        .is_err());
     }
 }

@@ -20,7 +20,12 @@ pub struct MixtureClass {
 pub enum LengthDist {
     /// Independent lognormal prompt and output, `max(1, floor(X))`, given medians [tokens]
     /// and σ of the underlying normal.
-    Lognormal { prompt_median: f64, prompt_sigma: f64, output_median: f64, output_sigma: f64 },
+    Lognormal {
+        prompt_median: f64,
+        prompt_sigma: f64,
+        output_median: f64,
+        output_sigma: f64,
+    },
     /// (prompt, output) pairs sampled uniformly with replacement, e.g. ShareGPT.
     Empirical { pairs: Vec<(u32, u32)> },
     /// Every request the same.
@@ -32,27 +37,51 @@ pub enum LengthDist {
 impl LengthDist {
     /// The reference study's lengths: prompt median 256 σ 0.55, output median 128 σ 0.70.
     pub fn reference() -> LengthDist {
-        LengthDist::Lognormal { prompt_median: 256.0, prompt_sigma: 0.55, output_median: 128.0, output_sigma: 0.70 }
+        LengthDist::Lognormal {
+            prompt_median: 256.0,
+            prompt_sigma: 0.55,
+            output_median: 128.0,
+            output_sigma: 0.70,
+        }
     }
 
     /// The embedded 5,000 ShareGPT pairs.
     pub fn sharegpt() -> LengthDist {
-        LengthDist::Empirical { pairs: crate::data::sharegpt_pairs() }
+        LengthDist::Empirical {
+            pairs: crate::data::sharegpt_pairs(),
+        }
     }
 
     /// The profiler study's mix: 50 % short 32→64, 50 % long 512→32.
     pub fn short_long_mix() -> LengthDist {
         LengthDist::Mixture {
             classes: vec![
-                MixtureClass { weight: 0.5, lengths: LengthDist::Fixed { prompt: 32, output: 64 } },
-                MixtureClass { weight: 0.5, lengths: LengthDist::Fixed { prompt: 512, output: 32 } },
+                MixtureClass {
+                    weight: 0.5,
+                    lengths: LengthDist::Fixed {
+                        prompt: 32,
+                        output: 64,
+                    },
+                },
+                MixtureClass {
+                    weight: 0.5,
+                    lengths: LengthDist::Fixed {
+                        prompt: 512,
+                        output: 32,
+                    },
+                },
             ],
         }
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match self {
-            LengthDist::Lognormal { prompt_median, prompt_sigma, output_median, output_sigma } => {
+            LengthDist::Lognormal {
+                prompt_median,
+                prompt_sigma,
+                output_median,
+                output_sigma,
+            } => {
                 positive("prompt median", *prompt_median)?;
                 positive("output median", *output_median)?;
                 non_negative("prompt sigma", *prompt_sigma)?;
@@ -60,10 +89,15 @@ impl LengthDist {
             }
             LengthDist::Empirical { pairs } => {
                 if pairs.is_empty() {
-                    return Err(ConfigError::Empty { what: "empirical length table" });
+                    return Err(ConfigError::Empty {
+                        what: "empirical length table",
+                    });
                 }
                 if pairs.iter().any(|p| p.0 == 0 || p.1 == 0) {
-                    return Err(ConfigError::Zero { name: "empirical lengths", value: 0 });
+                    return Err(ConfigError::Zero {
+                        name: "empirical lengths",
+                        value: 0,
+                    });
                 }
             }
             LengthDist::Fixed { prompt, output } => {
@@ -77,7 +111,11 @@ impl LengthDist {
                 for c in classes {
                     positive("mixture weight", c.weight)?;
                     if matches!(c.lengths, LengthDist::Mixture { .. }) {
-                        return Err(ConfigError::OutOfRange { name: "mixture", value: 0.0, why: "classes cannot be mixtures" });
+                        return Err(ConfigError::OutOfRange {
+                            name: "mixture",
+                            value: 0.0,
+                            why: "classes cannot be mixtures",
+                        });
                     }
                     c.lengths.validate()?;
                 }
@@ -89,7 +127,12 @@ impl LengthDist {
     /// Draws (prompt, output, class).
     pub(crate) fn sample<R: Rng>(&self, rng: &mut R) -> (u32, u32, u16) {
         match self {
-            LengthDist::Lognormal { prompt_median, prompt_sigma, output_median, output_sigma } => {
+            LengthDist::Lognormal {
+                prompt_median,
+                prompt_sigma,
+                output_median,
+                output_sigma,
+            } => {
                 let p = lognormal_tokens(rng, *prompt_median, *prompt_sigma);
                 let o = lognormal_tokens(rng, *output_median, *output_sigma);
                 (p, o, 0)
@@ -120,16 +163,29 @@ impl LengthDist {
     pub fn min_total(&self) -> u64 {
         match self {
             LengthDist::Lognormal { .. } => 2,
-            LengthDist::Empirical { pairs } => pairs.iter().map(|p| p.0 as u64 + p.1 as u64).min().unwrap_or(2),
+            LengthDist::Empirical { pairs } => pairs
+                .iter()
+                .map(|p| p.0 as u64 + p.1 as u64)
+                .min()
+                .unwrap_or(2),
             LengthDist::Fixed { prompt, output } => *prompt as u64 + *output as u64,
-            LengthDist::Mixture { classes } => classes.iter().map(|c| c.lengths.min_total()).min().unwrap_or(2),
+            LengthDist::Mixture { classes } => classes
+                .iter()
+                .map(|c| c.lengths.min_total())
+                .min()
+                .unwrap_or(2),
         }
     }
 
     /// Moments of (prompt, output, prompt+output): E[X] and E[X²] for each.
     pub fn moments(&self) -> LengthMoments {
         match self {
-            LengthDist::Lognormal { prompt_median, prompt_sigma, output_median, output_sigma } => {
+            LengthDist::Lognormal {
+                prompt_median,
+                prompt_sigma,
+                output_median,
+                output_sigma,
+            } => {
                 // Exact for the floored lognormal by summing the pmf over its support.
                 let p = floored_lognormal_moments(*prompt_median, *prompt_sigma);
                 let o = floored_lognormal_moments(*output_median, *output_sigma);
@@ -186,7 +242,11 @@ impl LengthMoments {
     }
 
     fn independent(p: (f64, f64), o: (f64, f64)) -> LengthMoments {
-        LengthMoments { prompt: p, output: o, total: (p.0 + o.0, p.1 + 2.0 * p.0 * o.0 + o.1) }
+        LengthMoments {
+            prompt: p,
+            output: o,
+            total: (p.0 + o.0, p.1 + 2.0 * p.0 * o.0 + o.1),
+        }
     }
 }
 
