@@ -5,10 +5,12 @@
 
 mod linear;
 mod reference;
+pub mod roofline;
 mod table;
 
 pub use linear::LinearCost;
 pub use reference::ReferenceCost;
+pub use roofline::RooflineCost;
 pub use table::TableCost;
 
 use crate::error::ConfigError;
@@ -39,6 +41,8 @@ pub enum CostModel {
     Linear(LinearCost),
     /// Interpolated measured decode step and prefill latencies.
     Table(TableCost),
+    /// GPU × model roofline: compute-bound prefill, bandwidth-bound decode.
+    Roofline(RooflineCost),
 }
 
 impl Default for CostModel {
@@ -57,6 +61,7 @@ impl CostModel {
             CostModel::Reference(c) => c.validate(),
             CostModel::Linear(c) => c.validate(),
             CostModel::Table(c) => c.validate(),
+            CostModel::Roofline(c) => c.validate(),
         }
     }
 
@@ -67,6 +72,7 @@ impl CostModel {
             CostModel::Reference(c) => c.iteration(b),
             CostModel::Linear(c) => c.iteration(b),
             CostModel::Table(c) => c.iteration(b),
+            CostModel::Roofline(c) => c.iteration(b),
         }
     }
 
@@ -96,7 +102,11 @@ impl CostModel {
     /// Whether the duration depends on context tokens (if not, a run of identical decode
     /// iterations has one step length and can be jumped in one go).
     pub fn depends_on_context(&self) -> bool {
-        matches!(self, CostModel::Linear(c) if c.beta_kv != 0.0)
+        match self {
+            CostModel::Linear(c) => c.beta_kv != 0.0,
+            CostModel::Roofline(c) => c.kv_bytes_per_elem != 0.0,
+            _ => false,
+        }
     }
 }
 
