@@ -432,6 +432,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let thr = self.cfg.metrics.stall_threshold_s;
         let emit_at_prefill = self.emit_at_prefill;
+        let mut finished = false;
         for s in &mut self.running {
             if s.decode {
                 emit(s, t_end, thr);
@@ -445,13 +446,16 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             s.chunk = 0;
             s.decode = false;
+            finished |= s.generated >= s.req.output;
         }
         self.stats.iterations += 1;
         self.stats.steps += 1;
         self.anchor = None;
         self.epoch += 1;
         self.advance_to(t_end);
-        self.complete();
+        if finished {
+            self.complete();
+        }
         Step::Continue
     }
 
@@ -519,6 +523,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let thr = self.cfg.metrics.stall_threshold_s;
         let ku = k as u32;
+        let mut finished = false;
         for s in &mut self.running {
             emit(s, t1, thr);
             if k >= 2 {
@@ -531,6 +536,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.last_token = t_end;
             s.kv_tokens += k;
             s.decode = false;
+            finished |= s.generated >= s.req.output;
         }
         self.anchor = Some(Anchor {
             iters: a.iters + k,
@@ -539,7 +545,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.stats.iterations += k;
         self.stats.steps += 1;
         self.advance_to(t_end);
-        self.complete();
+        if finished {
+            self.complete();
+        }
         Step::Continue
     }
 
