@@ -20,9 +20,16 @@ pub struct CurvePoint {
 impl CurvePoint {
     /// Aggregates per-seed summaries at one rate.
     pub fn from_summaries(rate: f64, summaries: &[Summary]) -> CurvePoint {
-        let aggs = Metric::ALL.iter().map(|m| Aggregate::of(summaries.iter().map(|s| m.of(s)))).collect();
+        let aggs = Metric::ALL
+            .iter()
+            .map(|m| Aggregate::of(summaries.iter().map(|s| m.of(s))))
+            .collect();
         let att = Aggregate::of(summaries.iter().map(|s| s.slo_attainment));
-        CurvePoint { rate, aggs, slo_attainment: att.mean }
+        CurvePoint {
+            rate,
+            aggs,
+            slo_attainment: att.mean,
+        }
     }
 
     pub fn get(&self, m: Metric) -> Aggregate {
@@ -64,7 +71,11 @@ pub enum PointError {
 
 impl PointError {
     pub fn of(m: Metric, measured: f64, simulated: f64) -> PointError {
-        let near_zero = if m.is_fraction() { simulated.abs() < 0.01 } else { simulated.abs() < 1e-9 };
+        let near_zero = if m.is_fraction() {
+            simulated.abs() < 0.01
+        } else {
+            simulated.abs() < 1e-9
+        };
         if near_zero {
             PointError::Absolute((measured - simulated).abs())
         } else {
@@ -88,7 +99,11 @@ pub fn to_csv(points: &[CurvePoint], models: &[(String, Metric, ModelCurve)]) ->
         out.push_str(&format!(",{c}_mean,{c}_ci95,{c}_n"));
     }
     for (name, m, _) in models {
-        out.push_str(&format!(",model_{}_{}", name.replace([',', ' '], "_"), m.column()));
+        out.push_str(&format!(
+            ",model_{}_{}",
+            name.replace([',', ' '], "_"),
+            m.column()
+        ));
     }
     out.push('\n');
     let opt = |x: Option<f64>| x.map(fmt_num).unwrap_or_default();
@@ -99,7 +114,11 @@ pub fn to_csv(points: &[CurvePoint], models: &[(String, Metric, ModelCurve)]) ->
             out.push_str(&format!(",{},{},{}", opt(a.mean), opt(a.ci95), a.n));
         }
         for (_, _, c) in models {
-            let v = c.points.iter().find(|(r, _)| (r - p.rate).abs() < 1e-12).and_then(|x| x.1);
+            let v = c
+                .points
+                .iter()
+                .find(|(r, _)| (r - p.rate).abs() < 1e-12)
+                .and_then(|x| x.1);
             out.push_str(&format!(",{}", opt(v)));
         }
         out.push('\n');
@@ -138,8 +157,17 @@ mod tests {
 
     fn pt(rate: f64, v: f64, att: f64) -> CurvePoint {
         let mut aggs = vec![Aggregate::default(); Metric::N];
-        aggs[Metric::P99Ttft.index()] = Aggregate { n: 2, mean: Some(v), std: Some(0.0), ci95: Some(0.1) };
-        CurvePoint { rate, aggs, slo_attainment: Some(att) }
+        aggs[Metric::P99Ttft.index()] = Aggregate {
+            n: 2,
+            mean: Some(v),
+            std: Some(0.0),
+            ci95: Some(0.1),
+        };
+        CurvePoint {
+            rate,
+            aggs,
+            slo_attainment: Some(att),
+        }
     }
 
     #[test]
@@ -156,8 +184,14 @@ mod tests {
 
     #[test]
     fn errors_follow_the_spec() {
-        assert_eq!(PointError::of(Metric::P99Ttft, 1.1, 1.0), PointError::Relative(0.10000000000000009));
-        assert!(matches!(PointError::of(Metric::Blocking, 0.02, 0.0), PointError::Absolute(_)));
+        assert_eq!(
+            PointError::of(Metric::P99Ttft, 1.1, 1.0),
+            PointError::Relative(0.10000000000000009)
+        );
+        assert!(matches!(
+            PointError::of(Metric::Blocking, 0.02, 0.0),
+            PointError::Absolute(_)
+        ));
     }
 
     #[test]
@@ -166,7 +200,9 @@ mod tests {
         let csv = to_csv(&pts, &[]);
         let lines: Vec<_> = csv.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[0].starts_with("arrival_rate,mean_ttft_s_mean,mean_ttft_s_ci95,mean_ttft_s_n"));
+        assert!(
+            lines[0].starts_with("arrival_rate,mean_ttft_s_mean,mean_ttft_s_ci95,mean_ttft_s_n")
+        );
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
     }
 }

@@ -8,6 +8,11 @@
 
 pub mod chart;
 pub mod curves;
+pub mod job;
 pub mod measured;
 pub mod metric;
 pub mod params;
+#[cfg(target_arch = "wasm32")]
+pub mod pool;
+#[cfg(target_arch = "wasm32")]
+pub mod ui;

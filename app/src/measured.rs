@@ -48,7 +48,10 @@ pub struct MeasuredPoint {
 
 impl MeasuredPoint {
     fn new(rate: f64) -> MeasuredPoint {
-        MeasuredPoint { rate, values: vec![None; Metric::N] }
+        MeasuredPoint {
+            rate,
+            values: vec![None; Metric::N],
+        }
     }
 
     pub fn get(&self, m: Metric) -> Option<(f64, Option<f64>)> {
@@ -77,11 +80,21 @@ pub struct MeasuredSet {
 /// Why a file could not be used.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MeasuredError {
-    TooLarge { bytes: f64 },
+    TooLarge {
+        bytes: f64,
+    },
     Empty,
-    UnknownFormat { header: String },
-    MissingColumn { column: &'static str, header: String },
-    BadRow { row: usize, why: String },
+    UnknownFormat {
+        header: String,
+    },
+    MissingColumn {
+        column: &'static str,
+        header: String,
+    },
+    BadRow {
+        row: usize,
+        why: String,
+    },
     BadJson(String),
     NoPoints(String),
 }
@@ -166,17 +179,26 @@ pub fn parse(name: &str, text: &str, ctx: &Context) -> Result<MeasuredSet, Measu
             let (p, n) = parse_request_csv(body, ctx)?;
             (Source::RequestCsv, p, n)
         } else {
-            return Err(MeasuredError::UnknownFormat { header: header.to_string() });
+            return Err(MeasuredError::UnknownFormat {
+                header: header.to_string(),
+            });
         }
     };
     if points.is_empty() {
         return Err(MeasuredError::NoPoints("the file has no rows".into()));
     }
-    Ok(MeasuredSet { name: name.to_string(), source, points, notes })
+    Ok(MeasuredSet {
+        name: name.to_string(),
+        source,
+        points,
+        notes,
+    })
 }
 
 fn split(line: &str) -> Vec<String> {
-    line.split(',').map(|s| s.trim().trim_matches('"').to_string()).collect()
+    line.split(',')
+        .map(|s| s.trim().trim_matches('"').to_string())
+        .collect()
 }
 
 fn num(s: &str) -> Option<f64> {
@@ -195,7 +217,10 @@ struct Table {
 
 impl Table {
     fn read(body: &str) -> Result<Table, MeasuredError> {
-        let mut lines = body.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+        let mut lines = body
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
         let (_, header) = lines.next().ok_or(MeasuredError::Empty)?;
         let cols = split(header);
         let mut rows = Vec::new();
@@ -210,9 +235,15 @@ impl Table {
             rows.push((i + 1, f));
         }
         if rows.is_empty() {
-            return Err(MeasuredError::NoPoints("the CSV has a header but no rows".into()));
+            return Err(MeasuredError::NoPoints(
+                "the CSV has a header but no rows".into(),
+            ));
         }
-        Ok(Table { header: header.to_string(), cols, rows })
+        Ok(Table {
+            header: header.to_string(),
+            cols,
+            rows,
+        })
     }
 
     fn col(&self, names: &[&str]) -> Option<usize> {
@@ -220,7 +251,11 @@ impl Table {
     }
 
     fn need(&self, name: &'static str) -> Result<usize, MeasuredError> {
-        self.col(&[name]).ok_or_else(|| MeasuredError::MissingColumn { column: name, header: self.header.clone() })
+        self.col(&[name])
+            .ok_or_else(|| MeasuredError::MissingColumn {
+                column: name,
+                header: self.header.clone(),
+            })
     }
 }
 
@@ -259,21 +294,30 @@ fn parse_summary_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         })
         .collect();
     if metric_cols.is_empty() {
-        return Err(MeasuredError::MissingColumn { column: "mean_ttft_mean", header: t.header.clone() });
+        return Err(MeasuredError::MissingColumn {
+            column: "mean_ttft_mean",
+            header: t.header.clone(),
+        });
     }
     let mut rows = Vec::new();
     for (line, f) in &t.rows {
-        let rate = num(&f[rate_c]).filter(|r| *r > 0.0).ok_or_else(|| MeasuredError::BadRow {
-            row: *line,
-            why: format!("arrival_rate '{}' is not a positive number", f[rate_c]),
-        })?;
+        let rate = num(&f[rate_c])
+            .filter(|r| *r > 0.0)
+            .ok_or_else(|| MeasuredError::BadRow {
+                row: *line,
+                why: format!("arrival_rate '{}' is not a positive number", f[rate_c]),
+            })?;
         let int = |c: Option<usize>| -> Result<Option<u64>, MeasuredError> {
             match c {
                 None => Ok(None),
-                Some(c) => num(&f[c]).map(|x| Some(x as u64)).ok_or_else(|| MeasuredError::BadRow {
-                    row: *line,
-                    why: format!("'{}' in column {} is not a number", f[c], t.cols[c]),
-                }),
+                Some(c) => {
+                    num(&f[c])
+                        .map(|x| Some(x as u64))
+                        .ok_or_else(|| MeasuredError::BadRow {
+                            row: *line,
+                            why: format!("'{}' in column {} is not a number", f[c], t.cols[c]),
+                        })
+                }
             }
         };
         let (b, k) = (int(b_c)?, int(k_c)?);
@@ -291,8 +335,12 @@ fn parse_summary_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         rows.push(((b, k), p));
     }
     let mut notes = Vec::new();
-    let configs: std::collections::BTreeSet<(Option<u64>, Option<u64>)> = rows.iter().map(|r| r.0).collect();
-    let want = (b_c.map(|_| ctx.max_batch as u64), k_c.map(|_| ctx.kv_tokens));
+    let configs: std::collections::BTreeSet<(Option<u64>, Option<u64>)> =
+        rows.iter().map(|r| r.0).collect();
+    let want = (
+        b_c.map(|_| ctx.max_batch as u64),
+        k_c.map(|_| ctx.kv_tokens),
+    );
     let chosen = if configs.len() <= 1 {
         None
     } else if configs.contains(&want) {
@@ -314,8 +362,11 @@ fn parse_summary_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         ));
         Some(first)
     };
-    let mut points: Vec<MeasuredPoint> =
-        rows.into_iter().filter(|(c, _)| chosen.is_none_or(|w| *c == w)).map(|(_, p)| p).collect();
+    let mut points: Vec<MeasuredPoint> = rows
+        .into_iter()
+        .filter(|(c, _)| chosen.is_none_or(|w| *c == w))
+        .map(|(_, p)| p)
+        .collect();
     points.sort_by(|a, b| a.rate.total_cmp(&b.rate));
     Ok((points, notes))
 }
@@ -326,10 +377,20 @@ fn parse_request_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         Some(c) => (c, 1.0),
         None => (t.need("ttft_ms")?, 1e-3),
     };
-    let arrival_c = t.col(&["arrival_s", "intended_s", "intended_send_s", "scheduled_s", "send_s", "start_s"]);
+    let arrival_c = t.col(&[
+        "arrival_s",
+        "intended_s",
+        "intended_send_s",
+        "scheduled_s",
+        "send_s",
+        "start_s",
+    ]);
     let rate_c = t.col(&["arrival_rate", "rate", "request_rate"]);
     if arrival_c.is_none() && rate_c.is_none() {
-        return Err(MeasuredError::MissingColumn { column: "arrival_s", header: t.header.clone() });
+        return Err(MeasuredError::MissingColumn {
+            column: "arrival_s",
+            header: t.header.clone(),
+        });
     }
     let e2e_c = t.col(&["e2e_s"]);
     let tpot_c = t.col(&["tpot_s"]);
@@ -340,24 +401,32 @@ fn parse_request_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
     for (i, (line, f)) in t.rows.iter().enumerate() {
         let bad = |why: String| MeasuredError::BadRow { row: *line, why };
         let arrival = match arrival_c {
-            Some(c) => num(&f[c]).filter(|x| *x >= 0.0).ok_or_else(|| bad(format!("bad arrival time '{}'", f[c])))?,
+            Some(c) => num(&f[c])
+                .filter(|x| *x >= 0.0)
+                .ok_or_else(|| bad(format!("bad arrival time '{}'", f[c])))?,
             None => 0.0,
         };
         let rate = match rate_c {
-            Some(c) => num(&f[c]).filter(|x| *x > 0.0).ok_or_else(|| bad(format!("bad arrival rate '{}'", f[c])))?,
+            Some(c) => num(&f[c])
+                .filter(|x| *x > 0.0)
+                .ok_or_else(|| bad(format!("bad arrival rate '{}'", f[c])))?,
             None => 0.0,
         };
         let ttft = num(&f[ttft_c]).map(|x| x * ttft_scale);
         if ttft.is_some_and(|x| x < 0.0) {
             return Err(bad(format!("negative TTFT '{}'", f[ttft_c])));
         }
-        if ttft.is_none() && !f[ttft_c].trim().is_empty() && !f[ttft_c].eq_ignore_ascii_case("nan") {
+        if ttft.is_none() && !f[ttft_c].trim().is_empty() && !f[ttft_c].eq_ignore_ascii_case("nan")
+        {
             return Err(bad(format!("TTFT '{}' is not a number", f[ttft_c])));
         }
-        let out = out_c.and_then(|c| num(&f[c])).map(|x| x.max(0.0) as u32).unwrap_or(1);
-        let e2e = e2e_c
+        let out = out_c
             .and_then(|c| num(&f[c]))
-            .or_else(|| Some(ttft? + tpot_c.and_then(|c| num(&f[c]))? * out.saturating_sub(1) as f64));
+            .map(|x| x.max(0.0) as u32)
+            .unwrap_or(1);
+        let e2e = e2e_c.and_then(|c| num(&f[c])).or_else(|| {
+            Some(ttft? + tpot_c.and_then(|c| num(&f[c]))? * out.saturating_sub(1) as f64)
+        });
         let outcome = match outcome_c.map(|c| f[c].to_ascii_lowercase()) {
             Some(s) if s == "rejected" => Outcome::Rejected,
             Some(s) if s == "unfinished" => Outcome::Unfinished,
@@ -371,14 +440,21 @@ fn parse_request_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
             arrival_s: arrival,
             first_token_s: ttft.map(|x| arrival + x),
             finish_s: e2e.map(|x| arrival + x.max(ttft.unwrap_or(0.0))),
-            prompt_tokens: prompt_c.and_then(|c| num(&f[c])).map(|x| x as u32).unwrap_or(0),
+            prompt_tokens: prompt_c
+                .and_then(|c| num(&f[c]))
+                .map(|x| x as u32)
+                .unwrap_or(0),
             output_tokens: out,
             max_gap_s: 0.0,
             stalls: 0,
             preemptions: 0,
             outcome,
         };
-        groups.entry(rate.to_bits()).or_insert_with(|| (rate, Vec::new())).1.push(rec);
+        groups
+            .entry(rate.to_bits())
+            .or_insert_with(|| (rate, Vec::new()))
+            .1
+            .push(rec);
     }
     let mut notes = Vec::new();
     let mut points = Vec::new();
@@ -388,11 +464,20 @@ fn parse_request_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         let last = recs.last().map_or(0.0, |r| r.arrival_s);
         let n = recs.len() as f64;
         let (rate, window) = if rate > 0.0 {
-            (rate, if last > first { last - first + 1.0 / rate } else { n / rate })
+            (
+                rate,
+                if last > first {
+                    last - first + 1.0 / rate
+                } else {
+                    n / rate
+                },
+            )
         } else if recs.len() >= 2 && last > first {
             // n arrivals whose gaps span (last − first): rate ≈ (n − 1)/span.
             let r = (n - 1.0) / (last - first);
-            notes.push(format!("arrival rate estimated from the arrival times: {r:.3} req/s"));
+            notes.push(format!(
+                "arrival rate estimated from the arrival times: {r:.3} req/s"
+            ));
             (r, n / r)
         } else {
             return Err(MeasuredError::NoPoints(
@@ -420,11 +505,14 @@ fn parse_vllm_json(body: &str) -> Result<Parsed, MeasuredError> {
         Err(e) => {
             // JSON lines: one result object per line.
             let mut v = Vec::new();
-            for (i, line) in body.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                v.push(
-                    serde_json::from_str(line)
-                        .map_err(|_| MeasuredError::BadJson(format!("{e} (also not JSON lines: line {})", i + 1)))?,
-                );
+            for (i, line) in body
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| !l.trim().is_empty())
+            {
+                v.push(serde_json::from_str(line).map_err(|_| {
+                    MeasuredError::BadJson(format!("{e} (also not JSON lines: line {})", i + 1))
+                })?);
             }
             v
         }
@@ -433,7 +521,10 @@ fn parse_vllm_json(body: &str) -> Result<Parsed, MeasuredError> {
     let mut points = Vec::new();
     for (i, o) in objects.iter().enumerate() {
         let Some(obj) = o.as_object() else {
-            return Err(MeasuredError::BadJson(format!("item {} is not an object", i + 1)));
+            return Err(MeasuredError::BadJson(format!(
+                "item {} is not an object",
+                i + 1
+            )));
         };
         let f = |k: &str| obj.get(k).and_then(|v| v.as_f64());
         if f("mean_ttft_ms").is_none() && f("p99_ttft_ms").is_none() {
@@ -445,7 +536,9 @@ fn parse_vllm_json(body: &str) -> Result<Parsed, MeasuredError> {
             )));
         }
         let rate = match obj.get("request_rate") {
-            Some(v) if v.as_f64().is_some_and(|x| x > 0.0 && x.is_finite()) => v.as_f64().unwrap_or_default(),
+            Some(v) if v.as_f64().is_some_and(|x| x > 0.0 && x.is_finite()) => {
+                v.as_f64().unwrap_or_default()
+            }
             _ => match f("request_throughput") {
                 Some(x) if x > 0.0 => {
                     notes.push(format!(
@@ -454,13 +547,22 @@ fn parse_vllm_json(body: &str) -> Result<Parsed, MeasuredError> {
                     ));
                     x
                 }
-                _ => return Err(MeasuredError::NoPoints(format!("item {} has no request_rate", i + 1))),
+                _ => {
+                    return Err(MeasuredError::NoPoints(format!(
+                        "item {} has no request_rate",
+                        i + 1
+                    )))
+                }
             },
         };
         let ms = |k: &str| f(k).map(|x| x / 1000.0);
         let mut p = MeasuredPoint::new(rate);
         p.set(Metric::MeanTtft, ms("mean_ttft_ms"), ms("std_ttft_ms"));
-        p.set(Metric::P50Ttft, ms("median_ttft_ms").or(ms("p50_ttft_ms")), None);
+        p.set(
+            Metric::P50Ttft,
+            ms("median_ttft_ms").or(ms("p50_ttft_ms")),
+            None,
+        );
         p.set(Metric::P95Ttft, ms("p95_ttft_ms"), None);
         p.set(Metric::P99Ttft, ms("p99_ttft_ms"), None);
         p.set(Metric::MeanTpot, ms("mean_tpot_ms"), ms("std_tpot_ms"));
@@ -479,7 +581,11 @@ mod tests {
     use super::*;
 
     fn ctx() -> Context {
-        Context { max_batch: 8, kv_tokens: 8192, metrics: MetricsConfig::default() }
+        Context {
+            max_batch: 8,
+            kv_tokens: 8192,
+            metrics: MetricsConfig::default(),
+        }
     }
 
     const SUMMARY: &str = "arrival_rate,max_batch_size,kv_budget,n_seeds,mean_ttft_mean,mean_ttft_std,p50_ttft_mean,p50_ttft_std,p95_ttft_mean,p95_ttft_std,p99_ttft_mean,p99_ttft_std,goodput_mean,goodput_std,blocking_probability_mean,blocking_probability_std
@@ -496,7 +602,10 @@ mod tests {
         assert_eq!(s.points[0].rate, 0.5);
         assert_eq!(s.points[1].get(Metric::P99Ttft), Some((0.3, Some(0.03))));
         assert_eq!(s.notes.len(), 1);
-        let other = Context { max_batch: 2, ..ctx() };
+        let other = Context {
+            max_batch: 2,
+            ..ctx()
+        };
         let s = parse("s.csv", SUMMARY, &other).unwrap();
         assert!(s.notes[0].contains("no rows for B = 2"), "{:?}", s.notes);
     }
@@ -506,7 +615,11 @@ mod tests {
         let mut csv = String::from("request_id,arrival_rate,arrival_s,ttft_s,tpot_s,e2e_s,prompt_tokens,completion_tokens\n");
         for i in 0..100 {
             let ttft = 0.1 + 0.001 * i as f64;
-            csv.push_str(&format!("{i},2,{},{ttft},0.01,{},100,11\n", i as f64 * 0.5, ttft + 0.1));
+            csv.push_str(&format!(
+                "{i},2,{},{ttft},0.01,{},100,11\n",
+                i as f64 * 0.5,
+                ttft + 0.1
+            ));
         }
         let s = parse("r.csv", &csv, &ctx()).unwrap();
         assert_eq!(s.source, Source::RequestCsv);
@@ -549,9 +662,15 @@ mod tests {
         assert!(msg("arrival_s,ttft_s\n0,0.1\n1,abc").contains("line 3"));
         assert!(msg("arrival_s,ttft_s\n0,0.1\n1").contains("1 fields"));
         assert!(msg("arrival_rate,foo_mean\n").contains("no rows"));
-        assert!(msg("arrival_rate,max_batch_size,kv_budget,n_seeds,x_mean\n1,8,8192,5,0.1").contains("mean_ttft_mean"));
+        assert!(
+            msg("arrival_rate,max_batch_size,kv_budget,n_seeds,x_mean\n1,8,8192,5,0.1")
+                .contains("mean_ttft_mean")
+        );
         assert!(msg("{\"a\": 1}").contains("mean_ttft_ms"));
         assert!(msg("{\"a\": ").contains("JSON"));
-        assert!(check_size(60.0 * 1048576.0).unwrap_err().to_string().contains("60.0 MB"));
+        assert!(check_size(60.0 * 1048576.0)
+            .unwrap_err()
+            .to_string()
+            .contains("60.0 MB"));
     }
 }

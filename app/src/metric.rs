@@ -5,7 +5,9 @@ use engine::metrics::Summary;
 use serde::{Deserialize, Serialize};
 
 /// One plotted metric.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     MeanTtft,

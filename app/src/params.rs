@@ -209,7 +209,12 @@ impl Arrivals {
 }
 
 impl Lengths {
-    pub const ALL: [Lengths; 4] = [Lengths::Lognormal, Lengths::ShareGpt, Lengths::Fixed, Lengths::Mixture];
+    pub const ALL: [Lengths; 4] = [
+        Lengths::Lognormal,
+        Lengths::ShareGpt,
+        Lengths::Fixed,
+        Lengths::Mixture,
+    ];
     pub fn key(self) -> &'static str {
         match self {
             Lengths::Lognormal => "lognormal",
@@ -280,7 +285,10 @@ impl Params {
     pub fn workload(&self, rate: f64) -> Workload {
         let arrivals = match self.arrivals {
             Arrivals::Poisson => ArrivalProcess::Poisson { rate },
-            Arrivals::Gamma => ArrivalProcess::Gamma { rate, burstiness: self.burstiness },
+            Arrivals::Gamma => ArrivalProcess::Gamma {
+                rate,
+                burstiness: self.burstiness,
+            },
             Arrivals::Deterministic => ArrivalProcess::Deterministic { rate },
         };
         let lengths = match self.lengths {
@@ -291,15 +299,34 @@ impl Params {
                 output_sigma: self.output_sigma,
             },
             Lengths::ShareGpt => LengthDist::sharegpt(),
-            Lengths::Fixed => LengthDist::Fixed { prompt: self.fixed_prompt, output: self.fixed_output },
+            Lengths::Fixed => LengthDist::Fixed {
+                prompt: self.fixed_prompt,
+                output: self.fixed_output,
+            },
             Lengths::Mixture => LengthDist::Mixture {
                 classes: vec![
-                    MixtureClass { weight: 0.5, lengths: LengthDist::Fixed { prompt: 32, output: 64 } },
-                    MixtureClass { weight: 0.5, lengths: LengthDist::Fixed { prompt: 512, output: 32 } },
+                    MixtureClass {
+                        weight: 0.5,
+                        lengths: LengthDist::Fixed {
+                            prompt: 32,
+                            output: 64,
+                        },
+                    },
+                    MixtureClass {
+                        weight: 0.5,
+                        lengths: LengthDist::Fixed {
+                            prompt: 512,
+                            output: 32,
+                        },
+                    },
                 ],
             },
         };
-        Workload { arrivals, lengths, max_model_len: None }
+        Workload {
+            arrivals,
+            lengths,
+            max_model_len: None,
+        }
     }
 
     /// The engine cost model.
@@ -331,9 +358,21 @@ impl Params {
             },
             cost: self.cost_model(),
             horizon_s: self.horizon_s,
-            end: if self.reference_rules { EndRule::Cut } else { EndRule::Drain },
-            first_token: if self.reference_rules { FirstToken::AfterFirstDecode } else { FirstToken::AfterPrefill },
-            metrics: MetricsConfig { slo_ttft_s: self.slo_ttft_s, slo_tpot_s: self.slo_tpot_s, ..MetricsConfig::default() },
+            end: if self.reference_rules {
+                EndRule::Cut
+            } else {
+                EndRule::Drain
+            },
+            first_token: if self.reference_rules {
+                FirstToken::AfterFirstDecode
+            } else {
+                FirstToken::AfterPrefill
+            },
+            metrics: MetricsConfig {
+                slo_ttft_s: self.slo_ttft_s,
+                slo_tpot_s: self.slo_tpot_s,
+                ..MetricsConfig::default()
+            },
             seed,
             keep_records: false,
             timeseries_points: 0,
@@ -355,7 +394,9 @@ impl Params {
             return Err("horizon must be in (0, 100000] s".into());
         }
         for r in self.rates.iter().chain([&self.rate]) {
-            self.sim_config(*r, 0).validate().map_err(|e| e.to_string())?;
+            self.sim_config(*r, 0)
+                .validate()
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -393,7 +434,10 @@ impl Params {
             ("metric", self.metric.key().into()),
         ];
         q.retain(|(_, v)| !v.is_empty());
-        q.iter().map(|(k, v)| format!("{k}={}", v.replace(',', "%2C"))).collect::<Vec<_>>().join("&")
+        q.iter()
+            .map(|(k, v)| format!("{k}={}", v.replace(',', "%2C")))
+            .collect::<Vec<_>>()
+            .join("&")
     }
 
     /// Reads a query string (with or without `?`). Starts from the named preset (or the
@@ -424,6 +468,18 @@ impl Params {
             }
         }
         (p, errs)
+    }
+
+    /// One parameter's value by its URL key, as text (empty if unknown).
+    pub fn get(&self, key: &str) -> String {
+        self.to_query()
+            .split('&')
+            .find_map(|kv| {
+                kv.split_once('=')
+                    .filter(|(k, _)| *k == key)
+                    .map(|(_, v)| v.replace("%2C", ","))
+            })
+            .unwrap_or_default()
     }
 
     /// Sets one parameter by its URL key; false if the key or value is not understood.
@@ -466,14 +522,20 @@ impl Params {
             "K" => put!(self.kv_tokens, u(v)),
             "block" => put!(self.block_size, u(v)),
             "budget" => put!(self.token_budget, u(v)),
-            "kv" => put!(self.kv_mode, from_keys(&[KvMode::Reserve, KvMode::Paged], kv_key, v)),
+            "kv" => put!(
+                self.kv_mode,
+                from_keys(&[KvMode::Reserve, KvMode::Paged], kv_key, v)
+            ),
             "cost" => put!(self.cost, from_keys(&Cost::ALL, Cost::key, v)),
             "b0" => put!(self.beta0, f(v)),
             "bp" => put!(self.beta_prefill, f(v)),
             "bd" => put!(self.beta_decode, f(v)),
             "T" => put!(self.horizon_s, f(v)),
             "seeds" => put!(self.seeds, u(v)),
-            "refrules" => put!(self.reference_rules, matches!(v, "0" | "1").then_some(v == "1")),
+            "refrules" => put!(
+                self.reference_rules,
+                matches!(v, "0" | "1").then_some(v == "1")
+            ),
             "slo_ttft" => put!(self.slo_ttft_s, f(v)),
             "slo_tpot" => put!(self.slo_tpot_s, f(v)),
             "metric" => put!(self.metric, Metric::from_key(v)),
@@ -514,6 +576,15 @@ mod tests {
         }
         let p = Params::default();
         assert_eq!(p.sim_config(1.0, 0), SimConfig::reference(1.0, 8, 8192));
+    }
+
+    #[test]
+    fn get_reads_what_set_writes() {
+        let mut p = Params::default();
+        assert!(p.set("rates", "1,2.5"));
+        assert_eq!(p.get("rates"), "1,2.5");
+        assert_eq!(p.get("B"), "8");
+        assert_eq!(p.get("nope"), "");
     }
 
     #[test]

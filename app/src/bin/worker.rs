@@ -1,2 +1,39 @@
-//! Sweep worker (filled in when the engine's simulator lands).
-fn main() {}
+//! The sweep worker: a `data-type="worker"` trunk binary. It announces [`Reply::Ready`],
+//! then runs each [`Job`] it receives (as a JSON string) and posts every reply back as
+//! JSON. Cancelling is done by the page terminating the worker.
+
+#[cfg(target_arch = "wasm32")]
+fn main() {
+    use app::job::{run, Job, Reply};
+    use wasm_bindgen::{closure::Closure, JsCast, JsValue};
+    use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
+
+    let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
+    let post = {
+        let scope = scope.clone();
+        move |r: &Reply| {
+            if let Ok(s) = serde_json::to_string(r) {
+                let _ = scope.post_message(&JsValue::from_str(&s));
+            }
+        }
+    };
+    let post2 = post.clone();
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+        let text = ev.data().as_string().unwrap_or_default();
+        match serde_json::from_str::<Job>(&text) {
+            Ok(job) => run(&job, &mut |r| post2(&r)),
+            Err(e) => post2(&Reply::Error {
+                id: 0,
+                message: format!("bad job: {e}"),
+            }),
+        }
+    });
+    scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    on_message.forget();
+    post(&Reply::Ready);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    eprintln!("the sweep worker runs in a browser; build it with trunk");
+}

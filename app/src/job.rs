@@ -1,0 +1,449 @@
+//! The work the page hands to its sweep workers, and what comes back — plain serde types
+//! sent as JSON strings — plus [`run`], which does the work (natively testable).
+//!
+//! Work is split by arrival rate: each worker gets a share of the [`Task`]s of one
+//! [`Job`]; a task at one rate runs every seed and replies with one aggregated point.
+
+use crate::chart::{Span, StatePoint};
+use crate::curves::CurvePoint;
+use crate::params::Params;
+use engine::analytic::{
+    capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
+};
+use engine::record::Outcome;
+use engine::sim::simulate;
+use serde::{Deserialize, Serialize};
+
+/// One unit of work.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Task {
+    /// Every seed at one rate of the load curve.
+    Curve { rate: f64 },
+    /// Every seed at one (rate, B, K) of the reference grid (the benchmark).
+    Grid {
+        rate: f64,
+        max_batch: u32,
+        kv_tokens: u64,
+    },
+    /// One seed at the chosen rate with records and time series: CDF, over-time, timeline.
+    Detail { rate: f64 },
+    /// The analytical models at these rates, the capacity bounds and the SLO capacity.
+    Models { rates: Vec<f64> },
+}
+
+impl Task {
+    /// Runs this task costs, for progress (simulation runs; models count as one).
+    pub fn runs(&self, seeds: u32) -> u32 {
+        match self {
+            Task::Curve { .. } | Task::Grid { .. } => seeds,
+            Task::Detail { .. } | Task::Models { .. } => 1,
+        }
+    }
+}
+
+/// A batch of tasks for one worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Identifies the request, so stale replies are dropped.
+    pub id: u64,
+    pub params: Params,
+    pub tasks: Vec<Task>,
+}
+
+/// The detail views' data at the chosen rate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Detail {
+    pub rate: f64,
+    /// TTFT of completed requests [s].
+    pub ttft: Vec<f64>,
+    pub series: Vec<StatePoint>,
+    /// The first requests of the run (timeline).
+    pub spans: Vec<Span>,
+    pub kv_capacity: f64,
+}
+
+/// One model's predictions across rates (`None`: unstable at that rate).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelResult {
+    pub kind: ModelKind,
+    pub points: Vec<(f64, Option<Predicted>)>,
+}
+
+/// What the models say about the configuration as a whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Models {
+    pub curves: Vec<ModelResult>,
+    /// Models that do not cover this configuration, with the reason.
+    pub skipped: Vec<(String, String)>,
+    pub bounds: Option<CapacityBounds>,
+    /// SLO capacity (≥ 90 % attainment) [req/s], with the model that gave it.
+    pub slo_capacity: Option<(String, f64)>,
+    /// Utilisation predicted at the chosen rate.
+    pub utilisation: Option<f64>,
+}
+
+/// A message from a worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// The worker has loaded and accepts jobs.
+    Ready,
+    /// `done` runs of this worker's share are finished.
+    Progress {
+        id: u64,
+        done: u32,
+    },
+    Point {
+        id: u64,
+        grid: Option<(u32, u64)>,
+        point: CurvePoint,
+    },
+    Detail {
+        id: u64,
+        detail: Detail,
+    },
+    Models {
+        id: u64,
+        models: Models,
+    },
+    /// This worker's share is finished.
+    Done {
+        id: u64,
+    },
+    Error {
+        id: u64,
+        message: String,
+    },
+}
+
+/// Number of requests shown in the timeline.
+pub const TIMELINE_REQUESTS: usize = 40;
+/// Target SLO attainment for capacity (DistServe: 90 %).
+pub const SLO_TARGET: f64 = 0.9;
+
+/// Runs a job, sending every reply to `send`. Never panics on bad parameters: they come
+/// back as [`Reply::Error`].
+pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
+    let id = job.id;
+    let p = &job.params;
+    let mut done = 0u32;
+    for task in &job.tasks {
+        let result = match task {
+            Task::Curve { rate } => {
+                curve_point(p, *rate, p.max_batch, p.kv_tokens, &mut done, id, send).map(|point| {
+                    Reply::Point {
+                        id,
+                        grid: None,
+                        point,
+                    }
+                })
+            }
+            Task::Grid {
+                rate,
+                max_batch,
+                kv_tokens,
+            } => curve_point(p, *rate, *max_batch, *kv_tokens, &mut done, id, send).map(|point| {
+                Reply::Point {
+                    id,
+                    grid: Some((*max_batch, *kv_tokens)),
+                    point,
+                }
+            }),
+            Task::Detail { rate } => detail(p, *rate).map(|detail| Reply::Detail { id, detail }),
+            Task::Models { rates } => Ok(Reply::Models {
+                id,
+                models: models(p, rates),
+            }),
+        };
+        if matches!(task, Task::Detail { .. } | Task::Models { .. }) {
+            done += 1;
+            send(Reply::Progress { id, done });
+        }
+        match result {
+            Ok(r) => send(r),
+            Err(message) => {
+                send(Reply::Error { id, message });
+                return;
+            }
+        }
+    }
+    send(Reply::Done { id });
+}
+
+fn curve_point(
+    p: &Params,
+    rate: f64,
+    max_batch: u32,
+    kv_tokens: u64,
+    done: &mut u32,
+    id: u64,
+    send: &mut dyn FnMut(Reply),
+) -> Result<CurvePoint, String> {
+    let mut summaries = Vec::with_capacity(p.seeds as usize);
+    for seed in 0..p.seeds as u64 {
+        let mut cfg = p.sim_config(rate, seed);
+        cfg.server.max_batch = max_batch;
+        cfg.server.kv_tokens = kv_tokens;
+        let rep = simulate(&cfg).map_err(|e| e.to_string())?;
+        summaries.push(rep.summary);
+        *done += 1;
+        send(Reply::Progress { id, done: *done });
+    }
+    Ok(CurvePoint::from_summaries(rate, &summaries))
+}
+
+fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
+    let mut cfg = p.sim_config(rate, 0);
+    cfg.keep_records = true;
+    cfg.timeseries_points = 600;
+    let rep = simulate(&cfg).map_err(|e| e.to_string())?;
+    let ttft = rep
+        .records
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed)
+        .filter_map(|r| r.ttft())
+        .collect();
+    let series = rep
+        .timeseries
+        .iter()
+        .map(|t| StatePoint {
+            t: t.t_s,
+            waiting: t.waiting as f64,
+            running: t.running as f64,
+            kv_used: t.kv_used_tokens as f64,
+        })
+        .collect();
+    let spans = rep
+        .records
+        .iter()
+        .take(TIMELINE_REQUESTS)
+        .map(|r| Span {
+            arrival: r.arrival_s,
+            first_token: r.first_token_s,
+            finish: r.finish_s,
+            rejected: r.outcome == Outcome::Rejected,
+        })
+        .collect();
+    Ok(Detail {
+        rate,
+        ttft,
+        series,
+        spans,
+        kv_capacity: p.kv_tokens as f64,
+    })
+}
+
+/// Milliseconds on a monotonic clock (performance.now in a worker, Instant natively).
+fn clock_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Date::now()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::sync::OnceLock;
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
+    }
+}
+
+/// A model whose single evaluation takes longer than this is left out of the live page
+/// (its curve would hold up the sweep) [ms].
+pub const MODEL_BUDGET_MS: f64 = 150.0;
+
+fn models(p: &Params, rates: &[f64]) -> Models {
+    let mut out = Models::default();
+    let base = p.sim_config(p.rate, 0);
+    let mut fast = Vec::new();
+    for kind in ModelKind::ALL {
+        let mut pts = Vec::with_capacity(rates.len());
+        let mut failure = None;
+        for &r in rates {
+            let t0 = clock_ms();
+            match predict(kind, &p.sim_config(r, 0)) {
+                Ok(Prediction::Stable(m)) => pts.push((r, Some(m))),
+                Ok(Prediction::Unstable { .. }) => pts.push((r, None)),
+                Err(e) => {
+                    failure = Some(e.to_string());
+                    break;
+                }
+            }
+            let dt = clock_ms() - t0;
+            if dt > MODEL_BUDGET_MS {
+                failure = Some(format!("one evaluation took {dt:.0} ms, too slow for the live page"));
+                break;
+            }
+        }
+        match failure {
+            Some(e) => out.skipped.push((kind.label().to_string(), e)),
+            None => {
+                fast.push(kind);
+                out.curves.push(ModelResult { kind, points: pts });
+            }
+        }
+    }
+    out.bounds = capacity_bounds(&base).ok();
+    // SLO capacity by the best model that is fast enough: ours, else the reference chain.
+    let cap_model = [ModelKind::Ours, ModelKind::ReferenceChain, ModelKind::ReferenceMmc].into_iter().find(|k| fast.contains(k));
+    if let Some(k) = cap_model {
+        out.slo_capacity = slo_capacity(k, &base, SLO_TARGET).ok().map(|c| (k.label().to_string(), c.rate_rps));
+        out.utilisation = predict(k, &base).ok().and_then(|x| x.metrics().map(|m| m.utilisation));
+    }
+    out
+}
+
+/// Splits tasks into `n` shares, interleaved so each share gets low and high rates.
+pub fn shard(tasks: Vec<Task>, n: usize) -> Vec<Vec<Task>> {
+    let n = n.max(1);
+    let mut out = vec![Vec::new(); n];
+    for (i, t) in tasks.into_iter().enumerate() {
+        out[i % n].push(t);
+    }
+    out
+}
+
+/// The reference study's default grid (SPEC Appendix A): 8 rates × 5 B × 4 K.
+pub fn reference_grid() -> Vec<Task> {
+    let mut v = Vec::new();
+    for rate in [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0] {
+        for max_batch in [1, 2, 4, 8, 16] {
+            for kv_tokens in [2048, 4096, 8192, 16384] {
+                v.push(Task::Grid {
+                    rate,
+                    max_batch,
+                    kv_tokens,
+                });
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metric::Metric;
+
+    #[test]
+    fn a_small_job_replies_with_points_detail_models_and_done() {
+        let params = Params {
+            horizon_s: 100.0,
+            seeds: 2,
+            ..Params::default()
+        };
+        let job = Job {
+            id: 7,
+            params,
+            tasks: vec![
+                Task::Curve { rate: 1.0 },
+                Task::Curve { rate: 6.0 },
+                Task::Detail { rate: 2.0 },
+                Task::Models {
+                    rates: vec![1.0, 6.0],
+                },
+            ],
+        };
+        let mut replies = Vec::new();
+        run(&job, &mut |r| replies.push(r));
+        let points: Vec<&CurvePoint> = replies
+            .iter()
+            .filter_map(|r| {
+                if let Reply::Point { point, .. } = r {
+                    Some(point)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(points.len(), 2);
+        let (lo, hi) = (
+            points[0].get(Metric::P99Ttft),
+            points[1].get(Metric::P99Ttft),
+        );
+        assert_eq!(lo.n, 2);
+        assert!(
+            hi.mean.unwrap() > lo.mean.unwrap(),
+            "p99 TTFT grows with load"
+        );
+        assert!(replies.iter().any(|r| matches!(r, Reply::Detail { detail, .. } if !detail.ttft.is_empty() && !detail.spans.is_empty())));
+        assert!(replies.iter().any(|r| matches!(r, Reply::Models { .. })));
+        assert_eq!(replies.last(), Some(&Reply::Done { id: 7 }));
+        assert!(replies.contains(&Reply::Progress { id: 7, done: 6 }));
+        // Replies survive the JSON trip to the page.
+        for r in &replies {
+            let s = serde_json::to_string(r).unwrap();
+            let back = serde_json::from_str::<Reply>(&s).unwrap();
+            assert_eq!(std::mem::discriminant(&back), std::mem::discriminant(r));
+        }
+    }
+
+    #[test]
+    fn bad_parameters_come_back_as_an_error() {
+        let job = Job {
+            id: 1,
+            params: Params {
+                max_batch: 0,
+                ..Params::default()
+            },
+            tasks: vec![Task::Curve { rate: 1.0 }],
+        };
+        let mut replies = Vec::new();
+        run(&job, &mut |r| replies.push(r));
+        assert!(
+            matches!(&replies[0], Reply::Error { message, .. } if message.contains("max_batch"))
+        );
+    }
+
+    #[test]
+    fn shards_interleave() {
+        let s = shard(reference_grid(), 2);
+        assert_eq!(s[0].len() + s[1].len(), 160);
+        assert_eq!(s[0].len(), 80);
+    }
+}
+
+/// The chosen metric as predicted by each model, as chart curves (models that do not
+/// predict this metric are left out).
+pub fn model_curves(models: &Models, m: crate::metric::Metric) -> Vec<crate::curves::ModelCurve> {
+    use crate::metric::Metric as M;
+    let pick = |x: &Predicted, rate: f64| -> Option<f64> {
+        match m {
+            M::MeanTtft => Some(x.ttft_mean_s),
+            M::P50Ttft => Some(x.ttft_p50_s),
+            M::P95Ttft => Some(x.ttft_p95_s),
+            M::P99Ttft => Some(x.ttft_p99_s),
+            M::MeanTpot => Some(x.tpot_mean_s),
+            M::Goodput => Some(x.goodput_rps),
+            M::SloGoodput => Some(x.slo_attainment * rate),
+            M::Blocking => Some(x.blocking),
+            M::P99Tpot | M::MeanE2e | M::Preemptions => None,
+        }
+    };
+    if matches!(m, M::P99Tpot | M::MeanE2e | M::Preemptions) {
+        return Vec::new();
+    }
+    models
+        .curves
+        .iter()
+        .map(|c| crate::curves::ModelCurve {
+            name: c.kind.label().to_string(),
+            points: c
+                .points
+                .iter()
+                .map(|(r, x)| {
+                    (
+                        *r,
+                        x.as_ref()
+                            .and_then(|x| pick(x, *r))
+                            .filter(|v| v.is_finite()),
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Rates at which the models are drawn: `n` even steps up to the top swept rate.
+pub fn model_rates(rates: &[f64], n: usize) -> Vec<f64> {
+    let top = rates.iter().copied().fold(0.0, f64::max);
+    (1..=n).map(|i| top * i as f64 / n as f64).collect()
+}

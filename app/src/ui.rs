@@ -1,0 +1,801 @@
+//! The page (browser only): parameter panel, answer bar, charts, drop zone, share/export.
+//!
+//! State lives in signals; the heavy work goes to the worker [`Pool`]. Every change of
+//! the parameters is written to the URL (`history.replaceState`) and, after a short
+//! debounce, starts a new sweep, cancelling the previous one.
+
+use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
+use crate::curves::{capacity_at_slo, interpolate, to_csv, CurvePoint, PointError};
+use crate::job::{
+    model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
+};
+use crate::measured::{self, Context, MeasuredSet};
+use crate::metric::Metric;
+use crate::params::{Arrivals, Cost, Lengths, Params, Preset};
+use crate::pool::Pool;
+use engine::config::Policy;
+use engine::metrics::MetricsConfig;
+use leptos::prelude::*;
+use plotters::prelude::IntoDrawingArea;
+use plotters_canvas::CanvasBackend;
+use std::cell::RefCell;
+use std::rc::Rc;
+use wasm_bindgen::JsCast;
+
+/// Which chart is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tab {
+    Load,
+    Cdf,
+    Time,
+    Timeline,
+}
+
+/// Progress of the current sweep.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunState {
+    pub id: u64,
+    pub total: u32,
+    pub done: Vec<u32>,
+    pub finished: Vec<bool>,
+    pub started_ms: f64,
+    pub elapsed_ms: Option<f64>,
+    pub error: Option<String>,
+    pub cancelled: bool,
+    pub grid: bool,
+}
+
+impl RunState {
+    fn done_runs(&self) -> u32 {
+        self.done.iter().sum()
+    }
+    fn running(&self) -> bool {
+        self.total > 0 && self.elapsed_ms.is_none() && self.error.is_none() && !self.cancelled
+    }
+}
+
+fn now_ms() -> f64 {
+    window().performance().map(|p| p.now()).unwrap_or(0.0)
+}
+
+fn set_root_data(key: &str, value: &str) {
+    if let Some(el) = document().document_element() {
+        let _ = el.set_attribute(&format!("data-{key}"), value);
+    }
+}
+
+fn fmt_val(m: Metric, v: f64) -> String {
+    if m.is_fraction() {
+        format!("{v:.4}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Everything the page's closures share.
+#[derive(Clone, Copy)]
+struct Ctx {
+    params: RwSignal<Params>,
+    points: RwSignal<Vec<CurvePoint>>,
+    models: RwSignal<Option<Models>>,
+    detail: RwSignal<Option<Detail>>,
+    measured: RwSignal<Vec<MeasuredSet>>,
+    run: RwSignal<RunState>,
+    grid: RwSignal<Option<String>>,
+    file_msg: RwSignal<Option<(bool, String)>>,
+    tab: RwSignal<Tab>,
+    geo: RwSignal<Geometry>,
+    hover: RwSignal<Option<String>>,
+    param_err: RwSignal<Option<String>>,
+}
+
+thread_local! {
+    static POOL: RefCell<Option<Rc<RefCell<Pool>>>> = const { RefCell::new(None) };
+    static NEXT_ID: RefCell<u64> = const { RefCell::new(0) };
+}
+
+fn pool() -> Option<Rc<RefCell<Pool>>> {
+    POOL.with(|p| p.borrow().clone())
+}
+
+fn next_id() -> u64 {
+    NEXT_ID.with(|n| {
+        *n.borrow_mut() += 1;
+        *n.borrow()
+    })
+}
+
+fn on_reply(c: Ctx, w: usize, reply: Reply) {
+    let id = c.run.with_untracked(|r| r.id);
+    match reply {
+        Reply::Ready => {}
+        Reply::Progress { id: rid, done } if rid == id => c.run.update(|r| {
+            if let Some(d) = r.done.get_mut(w) {
+                *d = done;
+            }
+        }),
+        Reply::Point {
+            id: rid,
+            grid,
+            point,
+        } if rid == id => {
+            if grid.is_none() {
+                c.points.update(|v| {
+                    let at = v.partition_point(|p| p.rate < point.rate);
+                    v.insert(at, point);
+                });
+            }
+        }
+        Reply::Detail { id: rid, detail } if rid == id => c.detail.set(Some(detail)),
+        Reply::Models { id: rid, models } if rid == id => c.models.set(Some(models)),
+        Reply::Done { id: rid } if rid == id => {
+            let mut finished_now = None;
+            c.run.update(|r| {
+                if let Some(f) = r.finished.get_mut(w) {
+                    *f = true;
+                }
+                if r.finished.iter().all(|f| *f) && r.elapsed_ms.is_none() {
+                    let e = now_ms() - r.started_ms;
+                    r.elapsed_ms = Some(e);
+                    finished_now = Some((e, r.grid));
+                }
+            });
+            if let Some((e, grid)) = finished_now {
+                if grid {
+                    let msg = format!("reference grid: 800 runs (8 rates × 5 B × 4 K × 5 seeds, T = 1000 s) in {:.2} s", e / 1000.0);
+                    c.grid.set(Some(msg));
+                    set_root_data("grid-ms", &format!("{e:.0}"));
+                } else {
+                    set_root_data("sweep-ms", &format!("{e:.0}"));
+                    set_root_data("sweep-done", &id.to_string());
+                }
+            }
+        }
+        Reply::Error { id: rid, message } if rid == id || rid == 0 => {
+            c.run.update(|r| r.error = Some(message));
+        }
+        _ => {}
+    }
+}
+
+fn start_sweep(c: Ctx) {
+    let p = c.params.get_untracked();
+    if let Err(e) = p.validate() {
+        c.param_err.set(Some(e));
+        return;
+    }
+    c.param_err.set(None);
+    let Some(pool) = pool() else { return };
+    let n = pool.borrow().len();
+    let mut curve: Vec<Task> = p.rates.iter().map(|&rate| Task::Curve { rate }).collect();
+    // Highest rates first: they take longest.
+    curve.reverse();
+    let mut shares = shard(curve, n);
+    shares[0].insert(0, Task::Detail { rate: p.rate });
+    shares[n - 1].push(Task::Models {
+        rates: model_rates(&p.rates, 20),
+    });
+    let total = p.rates.len() as u32 * p.seeds + 2;
+    let id = next_id();
+    c.run.set(RunState {
+        id,
+        total,
+        done: vec![0; n],
+        finished: shares.iter().map(|s| s.is_empty()).collect(),
+        started_ms: now_ms(),
+        ..RunState::default()
+    });
+    c.points.set(Vec::new());
+    c.models.set(None);
+    c.detail.set(None);
+    let jobs = shares
+        .into_iter()
+        .map(|tasks| Job {
+            id,
+            params: p.clone(),
+            tasks,
+        })
+        .collect();
+    pool.borrow_mut().submit(jobs);
+}
+
+fn start_grid(c: Ctx) {
+    let Some(pool) = pool() else { return };
+    let n = pool.borrow().len();
+    let id = next_id();
+    let mut tasks = reference_grid();
+    tasks.reverse();
+    let shares = shard(tasks, n);
+    c.run.set(RunState {
+        id,
+        total: 800,
+        done: vec![0; n],
+        finished: shares.iter().map(|s| s.is_empty()).collect(),
+        started_ms: now_ms(),
+        grid: true,
+        ..RunState::default()
+    });
+    c.grid.set(Some("running the reference grid…".into()));
+    let params = Params::default();
+    let jobs = shares
+        .into_iter()
+        .map(|tasks| Job {
+            id,
+            params: params.clone(),
+            tasks,
+        })
+        .collect();
+    pool.borrow_mut().submit(jobs);
+}
+
+fn cancel(c: Ctx) {
+    if let Some(pool) = pool() {
+        pool.borrow_mut().cancel();
+    }
+    c.run.update(|r| r.cancelled = true);
+}
+
+fn canvas_of(node: &NodeRef<leptos::html::Canvas>) -> Option<web_sys::HtmlCanvasElement> {
+    node.get_untracked()
+}
+
+fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
+    let Some(backend) = CanvasBackend::with_canvas_object(canvas.clone()) else {
+        return;
+    };
+    let root = backend.into_drawing_area();
+    let p = c.params.get();
+    let res = match c.tab.get() {
+        Tab::Load => {
+            let points = c.points.get();
+            let models = c.models.with(|m| {
+                m.as_ref()
+                    .map(|m| model_curves(m, p.metric))
+                    .unwrap_or_default()
+            });
+            let measured = c.measured.get();
+            let slo = match p.metric {
+                Metric::MeanTtft | Metric::P50Ttft | Metric::P95Ttft | Metric::P99Ttft => {
+                    Some(p.slo_ttft_s)
+                }
+                Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
+                _ => None,
+            };
+            let chart = LoadChart {
+                metric: p.metric,
+                points: &points,
+                models: &models,
+                measured: &measured,
+                chosen_rate: Some(p.rate),
+                slo,
+            };
+            let r = draw_load(&root, &chart);
+            if !points.is_empty() {
+                set_root_data("chart-points", &points.len().to_string());
+                let first = document()
+                    .document_element()
+                    .and_then(|e| e.get_attribute("data-first-chart-ms"))
+                    .is_some();
+                if !first {
+                    set_root_data("first-chart-ms", &format!("{:.0}", now_ms()));
+                }
+            }
+            r
+        }
+        Tab::Cdf => {
+            let ttft = c
+                .detail
+                .with(|d| d.as_ref().map(|d| d.ttft.clone()).unwrap_or_default());
+            draw_cdf(
+                &root,
+                &[(format!("simulation at λ = {} req/s (seed 0)", p.rate), ttft)],
+                Some(p.slo_ttft_s),
+            )
+        }
+        Tab::Time => {
+            let d = c.detail.get().unwrap_or_default();
+            draw_timeseries(&root, &d.series, d.kv_capacity)
+        }
+        Tab::Timeline => {
+            let d = c.detail.get().unwrap_or_default();
+            draw_timeline(&root, &d.spans)
+        }
+    };
+    match res {
+        Ok(g) => c.geo.set(g),
+        Err(e) => c
+            .run
+            .update(|r| r.error = Some(format!("drawing failed: {e}"))),
+    }
+}
+
+fn download(name: &str, href: &str) {
+    let Ok(a) = document().create_element("a") else {
+        return;
+    };
+    let a: web_sys::HtmlAnchorElement = a.unchecked_into();
+    a.set_href(href);
+    a.set_download(name);
+    a.click();
+}
+
+fn download_text(name: &str, text: &str, mime: &str) {
+    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type(mime);
+    if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts) {
+        if let Ok(url) = web_sys::Url::create_object_url_with_blob(&blob) {
+            download(name, &url);
+            let _ = web_sys::Url::revoke_object_url(&url);
+        }
+    }
+}
+
+async fn read_files(c: Ctx, files: web_sys::FileList) {
+    for i in 0..files.length() {
+        let Some(f) = files.get(i) else { continue };
+        let name = f.name();
+        if let Err(e) = measured::check_size(f.size()) {
+            c.file_msg.set(Some((false, format!("{name}: {e}"))));
+            continue;
+        }
+        let text = match wasm_bindgen_futures::JsFuture::from(f.text()).await {
+            Ok(t) => t.as_string().unwrap_or_default(),
+            Err(e) => {
+                c.file_msg.set(Some((
+                    false,
+                    format!("{name}: could not read the file ({e:?})"),
+                )));
+                continue;
+            }
+        };
+        let p = c.params.get_untracked();
+        let ctx = Context {
+            max_batch: p.max_batch,
+            kv_tokens: p.kv_tokens,
+            metrics: MetricsConfig {
+                slo_ttft_s: p.slo_ttft_s,
+                slo_tpot_s: p.slo_tpot_s,
+                ..MetricsConfig::default()
+            },
+        };
+        match measured::parse(&name, &text, &ctx) {
+            Ok(set) => {
+                let n = set.points.len();
+                let mut msg = format!(
+                    "{name}: {} with {n} point{} overlaid",
+                    set.source.label(),
+                    if n == 1 { "" } else { "s" }
+                );
+                for note in &set.notes {
+                    msg.push_str(&format!(" — {note}"));
+                }
+                c.measured.update(|v| {
+                    v.retain(|s| s.name != name);
+                    v.push(set);
+                });
+                c.file_msg.set(Some((true, msg)));
+            }
+            Err(e) => c.file_msg.set(Some((false, format!("{name}: {e}")))),
+        }
+    }
+}
+
+fn text_field(
+    c: Ctx,
+    label: &'static str,
+    key: &'static str,
+    title: &'static str,
+) -> impl IntoView {
+    view! {
+        <label class="field" title=title>
+            <span>{label}</span>
+            <input type="text" name=key data-key=key prop:value=move || c.params.with(|p| p.get(key))
+                on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    let mut p = c.params.get_untracked();
+                    if p.set(key, v.trim()) {
+                        c.params.set(p);
+                    } else {
+                        c.param_err.set(Some(format!("{label}: '{v}' is not a valid value")));
+                    }
+                } />
+        </label>
+    }
+}
+
+fn select_field(
+    c: Ctx,
+    label: &'static str,
+    key: &'static str,
+    options: Vec<(&'static str, &'static str)>,
+) -> impl IntoView {
+    view! {
+        <label class="field">
+            <span>{label}</span>
+            <select name=key data-key=key on:change=move |ev| {
+                let v = event_target_value(&ev);
+                c.params.update(|p| { p.set(key, &v); });
+            }>
+                {options.into_iter().map(|(v, l)| view! {
+                    <option value=v selected=move || c.params.with(|p| p.get(key) == v)>{l}</option>
+                }).collect_view()}
+            </select>
+        </label>
+    }
+}
+
+fn answer(c: Ctx) -> impl IntoView {
+    move || {
+        let p = c.params.get();
+        let points = c.points.get();
+        let run = c.run.get();
+        let models = c.models.get();
+        let slo = format!(
+            "TTFT ≤ {} s and TPOT ≤ {} s for ≥ {:.0} % of requests",
+            p.slo_ttft_s,
+            p.slo_tpot_s,
+            SLO_TARGET * 100.0
+        );
+        let sim = if run.running() && !run.grid || points.len() < p.rates.len() {
+            "simulating…".to_string()
+        } else {
+            match capacity_at_slo(&points, SLO_TARGET) {
+                (Some(r), false) => format!("{r:.2} req/s"),
+                (Some(r), true) => format!("≥ {r:.2} req/s (every swept rate meets it)"),
+                (None, _) => format!(
+                    "below {} req/s (the lowest swept rate misses it)",
+                    p.rates[0]
+                ),
+            }
+        };
+        let model = models
+            .as_ref()
+            .and_then(|m| m.slo_capacity.clone())
+            .map(|(k, r)| format!("{r:.2} req/s ({k})"))
+            .unwrap_or_else(|| "—".into());
+        let (binding, bounds) = match models.as_ref().and_then(|m| m.bounds) {
+            Some(b) => (
+                b.binding.as_str().to_string(),
+                format!(
+                    "compute {:.2} · KV memory {:.2} · sequence slots {:.2} req/s",
+                    b.compute_rps, b.kv_rps, b.slots_rps
+                ),
+            ),
+            None => ("—".into(), String::new()),
+        };
+        let util = models
+            .as_ref()
+            .and_then(|m| m.utilisation)
+            .map(|u| format!("{u:.2}"))
+            .unwrap_or_else(|| "—".into());
+        view! {
+            <div class="answer" id="answer">
+                <div class="big">"Capacity at SLO: "<b id="capacity">{sim}</b>" (simulated) · "<b>{model}</b></div>
+                <div>{slo}</div>
+                <div>"Binding limit: "<b id="binding">{binding}</b>" — "{bounds}" · utilisation at λ = "{p.rate}": "{util}</div>
+            </div>
+        }
+    }
+}
+
+fn error_table(c: Ctx) -> impl IntoView {
+    move || {
+        let m = c.params.with(|p| p.metric);
+        let points = c.points.get();
+        let sets = c.measured.get();
+        if sets.is_empty() {
+            return view! { <p class="hint">"Drop a bench-native CSV (per-request or summary), a vLLM bench serve JSON or a reference sweep CSV here, or pick a file, to overlay measurements on the curves."</p> }.into_any();
+        }
+        let rows = sets
+            .iter()
+            .flat_map(|s| {
+                let name = s.name.clone();
+                s.points
+                    .iter()
+                    .filter_map(|mp| {
+                        let (v, _) = mp.get(m)?;
+                        let sim = interpolate(&points, m, mp.rate);
+                        let err = sim.map(|s| PointError::of(m, v, s).describe()).unwrap_or_else(|| "outside the swept rates".into());
+                        Some(view! {
+                            <tr><td>{name.clone()}</td><td>{mp.rate}</td><td>{fmt_val(m, v)}</td>
+                            <td>{sim.map(|s| fmt_val(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>();
+        view! {
+            <table class="errors" id="error-table">
+                <thead><tr><th>"file"</th><th>"λ [req/s]"</th><th>{format!("measured {}", m.label())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+            <button on:click=move |_| c.measured.set(Vec::new())>"clear measurements"</button>
+        }
+        .into_any()
+    }
+}
+
+/// The page.
+#[component]
+pub fn App() -> impl IntoView {
+    let search = window().location().search().unwrap_or_default();
+    let (initial, url_errs) = Params::from_query(&search);
+    let c = Ctx {
+        params: RwSignal::new(initial),
+        points: RwSignal::new(Vec::new()),
+        models: RwSignal::new(None),
+        detail: RwSignal::new(None),
+        measured: RwSignal::new(Vec::new()),
+        run: RwSignal::new(RunState::default()),
+        grid: RwSignal::new(None),
+        file_msg: RwSignal::new(None),
+        tab: RwSignal::new(Tab::Load),
+        geo: RwSignal::new(Geometry::default()),
+        hover: RwSignal::new(None),
+        param_err: RwSignal::new((!url_errs.is_empty()).then(|| url_errs.join("; "))),
+    };
+    let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
+    POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
+
+    // Parameters → URL, and (debounced) a new sweep.
+    let generation = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let p = c.params.get();
+        let q = p.to_query();
+        if let Ok(h) = window().history() {
+            let _ =
+                h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&format!("?{q}")));
+        }
+        generation.update_value(|g| *g += 1);
+        let g = generation.get_value();
+        set_timeout(
+            move || {
+                if generation.get_value() == g {
+                    start_sweep(c);
+                }
+            },
+            std::time::Duration::from_millis(60),
+        );
+    });
+
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    Effect::new(move |_| {
+        // Track everything the chart shows.
+        c.tab.track();
+        c.params.track();
+        c.points.track();
+        c.models.track();
+        c.detail.track();
+        c.measured.track();
+        if let Some(cv) = canvas.get() {
+            draw(c, &cv);
+        }
+    });
+
+    let on_move = move |ev: web_sys::MouseEvent| {
+        let Some(cv) = canvas_of(&canvas) else { return };
+        let scale = cv.width() as f64 / (cv.client_width().max(1) as f64);
+        let x = ev.offset_x() as f64 * scale;
+        let g = c.geo.get_untracked();
+        let Some(xd) = g.x_at(x) else {
+            c.hover.set(None);
+            return;
+        };
+        let text =
+            match c.tab.get_untracked() {
+                Tab::Load => {
+                    let m = c.params.with_untracked(|p| p.metric);
+                    let pts = c.points.get_untracked();
+                    let Some(pt) = pts
+                        .iter()
+                        .min_by(|a, b| (a.rate - xd).abs().total_cmp(&(b.rate - xd).abs()))
+                    else {
+                        return;
+                    };
+                    let a = pt.get(m);
+                    let mut s = format!(
+                        "λ = {} req/s · {}: {} ± {} (simulation, {} seeds)",
+                        pt.rate,
+                        m.label(),
+                        a.mean
+                            .map(|v| fmt_val(m, v))
+                            .unwrap_or_else(|| "no samples".into()),
+                        a.ci95.map(|v| fmt_val(m, v)).unwrap_or_else(|| "—".into()),
+                        a.n
+                    );
+                    if let Some(models) = c.models.get_untracked() {
+                        for mc in model_curves(&models, m) {
+                            if let Some((r, v)) = mc.points.iter().min_by(|a, b| {
+                                (a.0 - pt.rate).abs().total_cmp(&(b.0 - pt.rate).abs())
+                            }) {
+                                s.push_str(&format!(
+                                    " · {} at {:.2}: {}",
+                                    mc.name,
+                                    r,
+                                    v.map(|v| fmt_val(m, v))
+                                        .unwrap_or_else(|| "unstable".into())
+                                ));
+                            }
+                        }
+                    }
+                    s
+                }
+                Tab::Cdf => format!("TTFT = {xd:.3} s"),
+                Tab::Time | Tab::Timeline => format!("t = {xd:.2} s"),
+            };
+        c.hover.set(Some(text));
+    };
+
+    let file_input = NodeRef::<leptos::html::Input>::new();
+    let on_drop = move |ev: web_sys::DragEvent| {
+        ev.prevent_default();
+        if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
+            leptos::task::spawn_local(read_files(c, files));
+        }
+    };
+
+    let share_url = move || {
+        c.params.with(|p| {
+            let loc = window().location();
+            format!(
+                "{}{}?{}",
+                loc.origin().unwrap_or_default(),
+                loc.pathname().unwrap_or_default(),
+                p.to_query()
+            )
+        })
+    };
+
+    let tab_button = move |t: Tab, label: &'static str| {
+        view! { <button class="tab" class:active=move || c.tab.get() == t on:click=move |_| c.tab.set(t)>{label}</button> }
+    };
+
+    view! {
+        <header>
+            <h1>"kvqueue"</h1>
+            <span class="tagline">"How will this LLM server behave under load? A continuous-batching simulator with queueing models, in your browser."</span>
+        </header>
+        <div class="toolbar">
+            <label>"Preset "
+                <select id="preset" on:change=move |ev| {
+                    if let Some(p) = Preset::from_key(&event_target_value(&ev)) { c.params.set(p.params()); }
+                }>
+                    {Preset::ALL.into_iter().map(|p| view! {
+                        <option value=p.key() selected=move || c.params.with(|x| x.preset == p.key())>{p.label()}</option>
+                    }).collect_view()}
+                </select>
+            </label>
+            <span class="spacer"></span>
+            <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
+            <button id="export-csv" on:click=move |_| {
+                let m = c.params.with_untracked(|p| p.metric);
+                let models = c.models.with_untracked(|x| x.as_ref().map(|x| model_curves(x, m)).unwrap_or_default());
+                let named: Vec<_> = models.into_iter().map(|mc| (mc.name.clone(), m, mc)).collect();
+                download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
+            }>"export CSV"</button>
+            <button id="export-png" on:click=move |_| {
+                if let Some(cv) = canvas_of(&canvas) {
+                    if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
+                }
+            }>"export PNG"</button>
+        </div>
+        {answer(c)}
+        <main>
+            <aside class="panel">
+                <h2>"Workload"</h2>
+                {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
+                <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma)>
+                    {text_field(c, "burstiness k", "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
+                </Show>
+                {text_field(c, "rates λ [req/s]", "rates", "comma-separated arrival rates of the sweep")}
+                {text_field(c, "chosen λ [req/s]", "rate", "rate of the CDF, over-time and timeline views")}
+                {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
+                <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
+                    {text_field(c, "prompt median [tok]", "pm", "")}
+                    {text_field(c, "prompt σ", "ps", "")}
+                    {text_field(c, "output median [tok]", "om", "")}
+                    {text_field(c, "output σ", "os", "")}
+                </Show>
+                <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
+                    {text_field(c, "prompt [tok]", "fp", "")}
+                    {text_field(c, "output [tok]", "fo", "")}
+                </Show>
+                <h2>"Server"</h2>
+                {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
+                {text_field(c, "max batch B [seqs]", "B", "max_num_seqs")}
+                {text_field(c, "KV capacity K [tokens]", "K", "")}
+                {text_field(c, "block size [tokens]", "block", "16 like vLLM, 1 = token-exact")}
+                {text_field(c, "token budget [tokens]", "budget", "max_num_batched_tokens (chunked)")}
+                {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                <h2>"Cost model"</h2>
+                {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear" })).collect())}
+                <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
+                    {text_field(c, "β0 [s]", "b0", "")}
+                    {text_field(c, "β prefill [s/token]", "bp", "")}
+                    {text_field(c, "β decode [s/seq]", "bd", "")}
+                </Show>
+                <h2>"Run"</h2>
+                {text_field(c, "horizon T [s]", "T", "")}
+                {text_field(c, "seeds", "seeds", "")}
+                {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
+                {text_field(c, "SLO TTFT [s]", "slo_ttft", "")}
+                {text_field(c, "SLO TPOT [s]", "slo_tpot", "")}
+                {move || c.param_err.get().map(|e| view! { <p class="error" id="param-error">{e}</p> })}
+            </aside>
+            <section class="results">
+                <div class="tabs">
+                    {tab_button(Tab::Load, "Load curves")}
+                    {tab_button(Tab::Cdf, "TTFT distribution")}
+                    {tab_button(Tab::Time, "Over time")}
+                    {tab_button(Tab::Timeline, "Timeline")}
+                    <Show when=move || c.tab.get() == Tab::Load>
+                        {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
+                    </Show>
+                </div>
+                <div class="status" id="status">
+                    {move || {
+                        let r = c.run.get();
+                        let pct = if r.total > 0 { 100.0 * r.done_runs() as f64 / r.total as f64 } else { 0.0 };
+                        if let Some(e) = r.error.clone() {
+                            view! { <span class="error">{format!("error: {e}")}</span> }.into_any()
+                        } else if r.cancelled {
+                            view! { <span>{format!("cancelled at {:.0} %", pct)}</span> }.into_any()
+                        } else if r.running() {
+                            view! {
+                                <progress max="100" value=pct></progress>
+                                <span>{format!(" {} / {} runs", r.done_runs().min(r.total), r.total)}</span>
+                                <button id="cancel" on:click=move |_| cancel(c)>"cancel"</button>
+                            }.into_any()
+                        } else if let Some(ms) = r.elapsed_ms {
+                            view! { <span id="sweep-time">{format!("{} runs in {:.2} s (in {} Web Worker{})", r.total, ms / 1000.0, r.done.len(), if r.done.len() == 1 { "" } else { "s" })}</span> }.into_any()
+                        } else {
+                            view! { <span></span> }.into_any()
+                        }
+                    }}
+                </div>
+                <div class="dropzone" id="dropzone"
+                    on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
+                    on:drop=on_drop>
+                    <canvas id="chart" node_ref=canvas width="900" height="500" on:mousemove=on_move
+                        on:mouseleave=move |_| c.hover.set(None)></canvas>
+                    <div class="hover" id="hover">{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
+                </div>
+                {move || {
+                    let m = c.models.get();
+                    let metric = c.params.with(|p| p.metric);
+                    m.map(|m| {
+                        let mut parts: Vec<String> = m.skipped.iter().map(|(k, why)| format!("{k}: not shown — {why}")).collect();
+                        if c.tab.get() == Tab::Load && model_curves(&m, metric).is_empty() && !m.curves.is_empty() {
+                            parts.push(format!("the models do not predict {}", metric.label()));
+                        }
+                        view! { <p class="models-note">{parts.join(" · ")}</p> }
+                    })
+                }}
+                <div class="files">
+                    <label class="filebtn">"Load measured results… "
+                        <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
+                            on:change=move |_| {
+                                if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
+                                    leptos::task::spawn_local(read_files(c, files));
+                                }
+                            } />
+                    </label>
+                    <a href="examples/sim-example-summary.csv" download>"example summary CSV"</a>
+                    " · "
+                    <a href="examples/sim-example-requests.csv" download>"example per-request CSV"</a>
+                    {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
+                </div>
+                {error_table(c)}
+                <details class="bench">
+                    <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
+                    <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>
+                    <span id="grid-result">{move || c.grid.get().unwrap_or_default()}</span>
+                </details>
+            </section>
+        </main>
+        <footer>"Simulation: discrete-event model of an iteration-level batching engine (kvqueue engine, compiled to WebAssembly). Models: the reference study's M/M/C, birth–death chain and CTMC, and kvqueue's own. Sweeps run in Web Workers; nothing leaves your browser."</footer>
+    }
+}
