@@ -1,0 +1,171 @@
+// End-to-end test of the built page (dist/) in Debian's headless Chromium.
+// Usage: node e2e/app.test.mjs dist
+import { chromium } from 'playwright-core';
+import http from 'node:http';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const dist = path.resolve(process.argv[2] || 'dist');
+const shots = path.join(here, 'screenshots');
+fs.mkdirSync(shots, { recursive: true });
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.csv': 'text/csv', '.json': 'application/json', '.md': 'text/plain' };
+
+const server = http.createServer((req, res) => {
+  const u = new URL(req.url, 'http://x');
+  let p = path.join(dist, decodeURIComponent(u.pathname));
+  if (!p.startsWith(dist)) { res.writeHead(403).end(); return; }
+  if (fs.existsSync(p) && fs.statSync(p).isDirectory()) p = path.join(p, 'index.html');
+  if (!fs.existsSync(p)) { res.writeHead(404).end('not found'); return; }
+  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
+  fs.createReadStream(p).pipe(res);
+});
+await new Promise((r) => server.listen(0, '127.0.0.1', r));
+const base = `http://127.0.0.1:${server.address().port}/`;
+
+const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvq-chrome-'));
+// A fresh --user-data-dir: playwright passes it through launchPersistentContext.
+const browser = await chromium.launchPersistentContext(userDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1360, height: 1000 },
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+
+let passed = 0, failed = 0;
+const numbers = {};
+async function check(name, fn) {
+  try { await fn(); passed++; console.log(`ok   ${name}`); }
+  catch (e) { failed++; console.log(`FAIL ${name}: ${e.message}`); }
+}
+function assert(c, m) { if (!c) throw new Error(m); }
+
+async function open(url) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`));
+  const t0 = Date.now();
+  await page.goto(url);
+  return { page, errors, t0 };
+}
+const sweepDone = (page, prev) => page.waitForFunction((p) => {
+  const d = document.documentElement.dataset.sweepDone; return d && d !== p;
+}, prev, { timeout: 60000 });
+async function chartPixels(page) {
+  return page.evaluate(() => {
+    const c = document.getElementById('chart');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let nonWhite = 0, hash = 0;
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) { nonWhite++; hash = (hash * 31 + i + d[i] + d[i + 2]) | 0; }
+    }
+    return { nonWhite, hash };
+  });
+}
+
+const { page, errors, t0 } = await open(base);
+let first;
+await check('page loads, sweeps and draws a chart', async () => {
+  await sweepDone(page, null);
+  const ds = await page.evaluate(() => ({ ...document.documentElement.dataset }));
+  numbers.first_chart_ms = Number(ds.firstChartMs);
+  numbers.sweep_ms = Number(ds.sweepMs);
+  first = await chartPixels(page);
+  assert(first.nonWhite > 5000, `chart looks blank (${first.nonWhite} non-white pixels)`);
+  const cap = await page.textContent('#capacity');
+  assert(/req\/s/.test(cap), `no capacity answer: ${cap}`);
+  await page.screenshot({ path: path.join(shots, 'load.png'), fullPage: true });
+});
+await check('no console errors on load', async () => {
+  assert(errors.length === 0, errors.join(' | '));
+});
+await check('changing a parameter changes the curve and the URL', async () => {
+  const prev = await page.evaluate(() => document.documentElement.dataset.sweepDone);
+  await page.fill('input[data-key="B"]', '4');
+  await page.dispatchEvent('input[data-key="B"]', 'change');
+  await sweepDone(page, prev);
+  await page.waitForTimeout(100);
+  const now = await chartPixels(page);
+  assert(now.hash !== first.hash, 'the chart did not change');
+  assert(page.url().includes('B=4'), `URL not updated: ${page.url()}`);
+});
+await check('dropping an example CSV overlays measured points', async () => {
+  const text = fs.readFileSync(path.join(dist, 'examples', 'sim-example-summary.csv'), 'utf8');
+  await page.fill('input[data-key="B"]', '8');
+  await page.dispatchEvent('input[data-key="B"]', 'change');
+  const dt = await page.evaluateHandle((t) => {
+    const d = new DataTransfer();
+    d.items.add(new File([t], 'sim-example-summary.csv', { type: 'text/csv' }));
+    return d;
+  }, text);
+  await page.dispatchEvent('#dropzone', 'drop', { dataTransfer: dt });
+  await page.waitForSelector('#error-table tbody tr', { timeout: 10000 });
+  const msg = await page.textContent('#file-msg');
+  assert(/8 points overlaid/.test(msg), msg);
+  const rows = await page.$$eval('#error-table tbody tr', (r) => r.length);
+  assert(rows === 8, `${rows} error rows`);
+  await sweepDone(page, await page.evaluate(() => document.documentElement.dataset.sweepDone)).catch(() => {});
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(shots, 'overlay.png'), fullPage: true });
+});
+await check('a bad file gives a message and keeps the state', async () => {
+  const before = await page.$$eval('#error-table tbody tr', (r) => r.length);
+  await page.setInputFiles('#file-input', { name: 'bad.csv', mimeType: 'text/csv', buffer: Buffer.from('foo,bar\n1,2\n') });
+  await page.waitForFunction(() => /unrecognised/.test(document.getElementById('file-msg')?.textContent || ''));
+  const after = await page.$$eval('#error-table tbody tr', (r) => r.length);
+  assert(before === after, 'overlay lost');
+  await page.setInputFiles('#file-input', { name: 'requests.csv', mimeType: 'text/csv', buffer: fs.readFileSync(path.join(dist, 'examples', 'sim-example-requests.csv')) });
+  await page.waitForFunction(() => /per-request CSV with 3 points/.test(document.getElementById('file-msg')?.textContent || ''));
+});
+await check('a shared URL gives the same view', async () => {
+  await page.selectOption('select[data-key="metric"]', 'mean_ttft');
+  await sweepDone(page, await page.evaluate(() => document.documentElement.dataset.sweepDone)).catch(() => {});
+  const url = await page.inputValue('#share-url');
+  const a = await page.evaluate(() => [...document.querySelectorAll('[data-key]')].map((e) => `${e.dataset.key}=${e.value}`).join('&'));
+  const other = await open(url);
+  await sweepDone(other.page, null);
+  const b = await other.page.evaluate(() => [...document.querySelectorAll('[data-key]')].map((e) => `${e.dataset.key}=${e.value}`).join('&'));
+  assert(a === b, `controls differ:\n${a}\n${b}`);
+  assert(other.errors.length === 0, other.errors.join(' | '));
+  await other.page.screenshot({ path: path.join(shots, 'shared.png'), fullPage: true });
+  await other.page.close();
+});
+await check('other views draw (CDF, over time, timeline)', async () => {
+  for (const [label, file] of [['TTFT distribution', 'cdf.png'], ['Over time', 'time.png'], ['Timeline', 'timeline.png']]) {
+    await page.click(`button.tab:has-text("${label}")`);
+    await page.waitForTimeout(300);
+    const px = await chartPixels(page);
+    assert(px.nonWhite > 3000, `${label} looks blank`);
+    await page.screenshot({ path: path.join(shots, file), fullPage: true });
+  }
+  await page.click('button.tab:has-text("Load curves")');
+});
+await check('reference grid (800 runs) runs in the workers', async () => {
+  await page.click('.bench summary');
+  await page.click('#run-grid');
+  await page.waitForFunction(() => document.documentElement.dataset.gridMs, null, { timeout: 120000 });
+  numbers.grid_800_runs_ms = Number(await page.evaluate(() => document.documentElement.dataset.gridMs));
+});
+await check('wasm < 1.5 MB gzipped', async () => {
+  let total = 0;
+  for (const f of fs.readdirSync(dist).filter((f) => f.endsWith('.wasm'))) total += zlib.gzipSync(fs.readFileSync(path.join(dist, f))).length;
+  numbers.wasm_gzip_bytes = total;
+  assert(total < 1.5e6, `${total} bytes`);
+});
+await check('still no console errors', async () => {
+  assert(errors.length === 0, errors.join(' | '));
+});
+
+await browser.close();
+server.close();
+fs.rmSync(userDir, { recursive: true, force: true });
+console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
+  `800-run reference grid ${numbers.grid_800_runs_ms} ms; wasm ${numbers.wasm_gzip_bytes} bytes gzipped`);
+console.log(`e2e: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
