@@ -43,7 +43,7 @@ Examples:
       --api-key-env MY_KEY --min-tokens --rate 1 --duration 300
 
 Files written to --out: requests.csv (one row per request, flushed as it finishes),
-summary.json, summary.csv, metadata.json (server props/version, KV blocks, workload, seed),
+summary.json, summary.csv (sweep columns), summary_all.csv, metadata.json (server props/version, KV blocks, workload, seed),
 metrics.csv (the server's /metrics every --metrics-interval seconds).";
 
 /// Arrival process kinds for the command line.
@@ -752,7 +752,8 @@ pub async fn run_load(
         "note": "summary computed by engine::metrics::summarize over requests.csv; latencies from the intended send time",
     });
     write_json(&cfg.out_dir.join("summary.json"), &summary_json)?;
-    write_summary_csv(&cfg.out_dir.join("summary.csv"), cfg, &summary, &client)?;
+    write_summary_csv(&cfg.out_dir.join("summary_all.csv"), cfg, &summary, &client)?;
+    write_sweep_row(&cfg.out_dir.join("summary.csv"), cfg, &summary, &metadata)?;
     Ok(RunReport {
         rows,
         summary,
@@ -831,9 +832,36 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// One summary row. NOTE: the engine's sweep-summary row writer (`engine::sweep`) was not
-/// in the tree when this was written; this row flattens [`Summary`] (field order, `_`
-/// joined, latencies [s]) after the run's identifying columns.
+/// The summary as one row in the simulator's sweep columns (`engine::sweep`): the same
+/// header as a simulated sweep, so the page and `compare` read both. B is the server's
+/// slot count and K its KV tokens when the server reports them (0 otherwise).
+fn write_sweep_row(
+    path: &Path,
+    cfg: &RunConfig,
+    s: &Summary,
+    metadata: &Value,
+) -> Result<(), RunError> {
+    let kv = &metadata["kv"];
+    let slots = kv["slots"].as_u64().unwrap_or(0) as u32;
+    let tokens = kv["tokens"].as_u64().unwrap_or(0);
+    let labels = engine::sweep::RowLabels {
+        policy: "measured",
+        kv_mode: "server",
+        block_size: kv["block_size"].as_u64().unwrap_or(0) as u32,
+        token_budget: 0,
+        horizon_s: s.window_s,
+    };
+    let agg = engine::sweep::PointAggregate::of(std::slice::from_ref(s));
+    let row = engine::sweep::summary_row_of(cfg.workload.rate(), slots, tokens, &agg, &labels);
+    std::fs::write(
+        path,
+        format!("{}\n{row}\n", engine::sweep::summary_header()),
+    )
+    .map_err(io_err(path))
+}
+
+/// Every field of [`Summary`] and the client statistics, flattened into one row (field
+/// order, `_` joined, latencies [s]) after the run's identifying columns.
 fn write_summary_csv(
     path: &Path,
     cfg: &RunConfig,

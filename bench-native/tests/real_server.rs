@@ -285,13 +285,15 @@ fn two_rates_exact_tokens_and_server_timings() {
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
                 .unwrap();
         assert_eq!(summary["summary"]["completed"], n);
-        assert!(
-            std::fs::read_to_string(out.join("summary.csv"))
-                .unwrap()
-                .lines()
-                .count()
-                == 2
+        let sweep_row = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+        let lines: Vec<&str> = sweep_row.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            engine::sweep::summary_header(),
+            "summary.csv uses the sweep columns"
         );
+        assert_eq!(lines[1].split(',').count(), lines[0].split(',').count());
         let metrics = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
         assert!(
             metrics.lines().count() >= 2,

@@ -141,7 +141,13 @@ pub struct PointAggregate {
 
 impl SweepPoint {
     pub fn aggregate(&self) -> PointAggregate {
-        let s = &self.summaries;
+        PointAggregate::of(&self.summaries)
+    }
+}
+
+impl PointAggregate {
+    /// Aggregates per-seed (or per-run) summaries.
+    pub fn of(s: &[Summary]) -> PointAggregate {
         let ag = |f: &dyn Fn(&Summary) -> Option<f64>| Aggregate::of(s.iter().map(f));
         PointAggregate {
             mean_ttft: ag(&|x| x.ttft.mean),
@@ -322,18 +328,46 @@ fn f(x: Option<f64>) -> String {
     }
 }
 
-/// One summary CSV row (no newline).
+/// The descriptive columns at the end of a summary row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowLabels<'a> {
+    /// Policy name, or e.g. `measured` for a real server.
+    pub policy: &'a str,
+    pub kv_mode: &'a str,
+    pub block_size: u32,
+    pub token_budget: u32,
+    pub horizon_s: f64,
+}
+
+/// One summary CSV row (no newline) of a grid point.
 pub fn summary_row(p: &SweepPoint, base: &SimConfig) -> String {
-    let a = p.aggregate();
     let s = &base.server;
-    let kv_mode = match s.kv_mode {
-        crate::config::KvMode::Reserve => "reserve",
-        crate::config::KvMode::Paged => "paged",
+    let labels = RowLabels {
+        policy: s.policy.as_str(),
+        kv_mode: match s.kv_mode {
+            crate::config::KvMode::Reserve => "reserve",
+            crate::config::KvMode::Paged => "paged",
+        },
+        block_size: s.block_size,
+        token_budget: s.token_budget,
+        horizon_s: base.horizon_s,
     };
+    summary_row_of(p.rate, p.max_batch, p.kv_tokens, &p.aggregate(), &labels)
+}
+
+/// One summary CSV row from aggregates — shared by simulated sweeps and measured runs
+/// (`bench-native run` writes its summary with it: one "seed", the measured run).
+pub fn summary_row_of(
+    rate: f64,
+    max_batch: u32,
+    kv_tokens: u64,
+    a: &PointAggregate,
+    labels: &RowLabels<'_>,
+) -> String {
     let mut cols: Vec<String> = vec![
-        format!("{:?}", p.rate),
-        p.max_batch.to_string(),
-        p.kv_tokens.to_string(),
+        format!("{rate:?}"),
+        max_batch.to_string(),
+        kv_tokens.to_string(),
         a.mean_ttft.n.max(a.goodput.n).to_string(),
     ];
     for g in [
@@ -343,18 +377,16 @@ pub fn summary_row(p: &SweepPoint, base: &SimConfig) -> String {
         &a.p99_ttft,
         &a.goodput,
         &a.blocking,
-        &a.mean_tpot,
     ] {
-        if std::ptr::eq(g, &a.mean_tpot) {
-            cols.extend([
-                f(a.mean_ttft.ci95),
-                f(a.p99_ttft.ci95),
-                f(a.goodput.ci95),
-                f(a.blocking.ci95),
-            ]);
-        }
         cols.extend([f(g.mean), f(g.std)]);
     }
+    cols.extend([
+        f(a.mean_ttft.ci95),
+        f(a.p99_ttft.ci95),
+        f(a.goodput.ci95),
+        f(a.blocking.ci95),
+    ]);
+    cols.extend([f(a.mean_tpot.mean), f(a.mean_tpot.std)]);
     for g in [
         &a.p99_tpot,
         &a.mean_e2e,
@@ -369,11 +401,11 @@ pub fn summary_row(p: &SweepPoint, base: &SimConfig) -> String {
         cols.push(f(g.mean));
     }
     cols.extend([
-        s.policy.as_str().to_string(),
-        kv_mode.to_string(),
-        s.block_size.to_string(),
-        s.token_budget.to_string(),
-        format!("{:?}", base.horizon_s),
+        labels.policy.to_string(),
+        labels.kv_mode.to_string(),
+        labels.block_size.to_string(),
+        labels.token_budget.to_string(),
+        format!("{:?}", labels.horizon_s),
     ]);
     cols.join(",")
 }
