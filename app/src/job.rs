@@ -242,7 +242,11 @@ fn clock_ms() -> f64 {
     {
         use std::sync::OnceLock;
         static START: OnceLock<std::time::Instant> = OnceLock::new();
-        START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+            * 1e3
     }
 }
 
@@ -269,7 +273,9 @@ fn models(p: &Params, rates: &[f64]) -> Models {
             }
             let dt = clock_ms() - t0;
             if dt > MODEL_BUDGET_MS {
-                failure = Some(format!("one evaluation took {dt:.0} ms, too slow for the live page"));
+                failure = Some(format!(
+                    "one evaluation took {dt:.0} ms, too slow for the live page"
+                ));
                 break;
             }
         }
@@ -283,10 +289,20 @@ fn models(p: &Params, rates: &[f64]) -> Models {
     }
     out.bounds = capacity_bounds(&base).ok();
     // SLO capacity by the best model that is fast enough: ours, else the reference chain.
-    let cap_model = [ModelKind::Ours, ModelKind::ReferenceChain, ModelKind::ReferenceMmc].into_iter().find(|k| fast.contains(k));
+    let cap_model = [
+        ModelKind::Ours,
+        ModelKind::ReferenceChain,
+        ModelKind::ReferenceMmc,
+    ]
+    .into_iter()
+    .find(|k| fast.contains(k));
     if let Some(k) = cap_model {
-        out.slo_capacity = slo_capacity(k, &base, SLO_TARGET).ok().map(|c| (k.label().to_string(), c.rate_rps));
-        out.utilisation = predict(k, &base).ok().and_then(|x| x.metrics().map(|m| m.utilisation));
+        out.slo_capacity = slo_capacity(k, &base, SLO_TARGET)
+            .ok()
+            .map(|c| (k.label().to_string(), c.rate_rps));
+        out.utilisation = predict(k, &base)
+            .ok()
+            .and_then(|x| x.metrics().map(|m| m.utilisation));
     }
     out
 }
@@ -316,6 +332,53 @@ pub fn reference_grid() -> Vec<Task> {
         }
     }
     v
+}
+
+/// The chosen metric as predicted by each model, as chart curves (models that do not
+/// predict this metric are left out).
+pub fn model_curves(models: &Models, m: crate::metric::Metric) -> Vec<crate::curves::ModelCurve> {
+    use crate::metric::Metric as M;
+    let pick = |x: &Predicted, rate: f64| -> Option<f64> {
+        match m {
+            M::MeanTtft => Some(x.ttft_mean_s),
+            M::P50Ttft => Some(x.ttft_p50_s),
+            M::P95Ttft => Some(x.ttft_p95_s),
+            M::P99Ttft => Some(x.ttft_p99_s),
+            M::MeanTpot => Some(x.tpot_mean_s),
+            M::Goodput => Some(x.goodput_rps),
+            M::SloGoodput => Some(x.slo_attainment * rate),
+            M::Blocking => Some(x.blocking),
+            M::P99Tpot | M::MeanE2e | M::Preemptions => None,
+        }
+    };
+    if matches!(m, M::P99Tpot | M::MeanE2e | M::Preemptions) {
+        return Vec::new();
+    }
+    models
+        .curves
+        .iter()
+        .map(|c| crate::curves::ModelCurve {
+            name: c.kind.label().to_string(),
+            points: c
+                .points
+                .iter()
+                .map(|(r, x)| {
+                    (
+                        *r,
+                        x.as_ref()
+                            .and_then(|x| pick(x, *r))
+                            .filter(|v| v.is_finite()),
+                    )
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Rates at which the models are drawn: `n` even steps up to the top swept rate.
+pub fn model_rates(rates: &[f64], n: usize) -> Vec<f64> {
+    let top = rates.iter().copied().fold(0.0, f64::max);
+    (1..=n).map(|i| top * i as f64 / n as f64).collect()
 }
 
 #[cfg(test)]
@@ -399,51 +462,4 @@ mod tests {
         assert_eq!(s[0].len() + s[1].len(), 160);
         assert_eq!(s[0].len(), 80);
     }
-}
-
-/// The chosen metric as predicted by each model, as chart curves (models that do not
-/// predict this metric are left out).
-pub fn model_curves(models: &Models, m: crate::metric::Metric) -> Vec<crate::curves::ModelCurve> {
-    use crate::metric::Metric as M;
-    let pick = |x: &Predicted, rate: f64| -> Option<f64> {
-        match m {
-            M::MeanTtft => Some(x.ttft_mean_s),
-            M::P50Ttft => Some(x.ttft_p50_s),
-            M::P95Ttft => Some(x.ttft_p95_s),
-            M::P99Ttft => Some(x.ttft_p99_s),
-            M::MeanTpot => Some(x.tpot_mean_s),
-            M::Goodput => Some(x.goodput_rps),
-            M::SloGoodput => Some(x.slo_attainment * rate),
-            M::Blocking => Some(x.blocking),
-            M::P99Tpot | M::MeanE2e | M::Preemptions => None,
-        }
-    };
-    if matches!(m, M::P99Tpot | M::MeanE2e | M::Preemptions) {
-        return Vec::new();
-    }
-    models
-        .curves
-        .iter()
-        .map(|c| crate::curves::ModelCurve {
-            name: c.kind.label().to_string(),
-            points: c
-                .points
-                .iter()
-                .map(|(r, x)| {
-                    (
-                        *r,
-                        x.as_ref()
-                            .and_then(|x| pick(x, *r))
-                            .filter(|v| v.is_finite()),
-                    )
-                })
-                .collect(),
-        })
-        .collect()
-}
-
-/// Rates at which the models are drawn: `n` even steps up to the top swept rate.
-pub fn model_rates(rates: &[f64], n: usize) -> Vec<f64> {
-    let top = rates.iter().copied().fold(0.0, f64::max);
-    (1..=n).map(|i| top * i as f64 / n as f64).collect()
 }

@@ -118,15 +118,13 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
         }),
         Reply::Point {
             id: rid,
-            grid,
+            grid: None,
             point,
         } if rid == id => {
-            if grid.is_none() {
-                c.points.update(|v| {
-                    let at = v.partition_point(|p| p.rate < point.rate);
-                    v.insert(at, point);
-                });
-            }
+            c.points.update(|v| {
+                let at = v.partition_point(|p| p.rate < point.rate);
+                v.insert(at, point);
+            });
         }
         Reply::Detail { id: rid, detail } if rid == id => c.detail.set(Some(detail)),
         Reply::Models { id: rid, models } if rid == id => c.models.set(Some(models)),
