@@ -1,10 +1,17 @@
-//! Times each analytical model per configuration on the 48-config grid.
-//! `cargo run --release -p engine --example model_timing`
+//! Times each analytical model per configuration on the 48-config grid (mean and worst of
+//! `reps` evaluations per configuration).
+//! `cargo run --release -p engine --example model_timing -- [model] [reps]`
 use engine::analytic::{predict, ModelKind};
 use engine::SimConfig;
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let only = args.get(1).filter(|a| a.as_str() != "all");
+    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     for kind in ModelKind::ALL {
+        if only.is_some_and(|o| o != kind.as_str()) {
+            continue;
+        }
         let mut worst = (0.0f64, String::new());
         let t0 = std::time::Instant::now();
         for rate in [0.5, 1.0, 2.0, 3.0] {
@@ -12,8 +19,10 @@ fn main() {
                 for k in [2048u64, 4096, 8192, 16384] {
                     let cfg = SimConfig::reference(rate, b, k);
                     let t = std::time::Instant::now();
-                    let _ = predict(kind, &cfg);
-                    let e = t.elapsed().as_secs_f64();
+                    for _ in 0..reps {
+                        let _ = std::hint::black_box(predict(kind, &cfg));
+                    }
+                    let e = t.elapsed().as_secs_f64() / reps as f64;
                     if e > worst.0 {
                         worst = (e, format!("λ={rate} B={b} K={k}"));
                     }
@@ -21,9 +30,9 @@ fn main() {
             }
         }
         println!(
-            "{:<16} total {:?} worst {:.2} ms at {}",
+            "{:<16} mean {:.3} ms per config, worst {:.3} ms at {}",
             kind.as_str(),
-            t0.elapsed(),
+            t0.elapsed().as_secs_f64() * 1e3 / (48 * reps) as f64,
             worst.0 * 1e3,
             worst.1
         );

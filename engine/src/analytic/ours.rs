@@ -37,14 +37,14 @@
 
 use super::lengths::{atoms, fast_moments, Atom};
 use super::reference_mmc::{prefill_tokens, LEVELS};
-use super::special::{gamma_cdf_mean_scv, invert_monotone};
+use super::special::gamma_cdf_mean_scv;
 use super::{AnalyticError, Predicted, Prediction};
 use crate::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
 use crate::cost::BatchShape;
 use crate::workload::{ArrivalProcess, LengthMoments};
 
 /// Grid resolution of the KV occupancy [units of K].
-const GRID: f64 = 256.0;
+const GRID: f64 = 128.0;
 /// Bins per length marginal.
 const BINS: usize = 32;
 
@@ -198,7 +198,8 @@ impl Ours {
         let mut mean_wait = 0.0;
         let mut states: Vec<StateInfo> = Vec::new();
         let mut result = None;
-        for _iter in 0..4 {
+        const ITERS: usize = 4;
+        for iter in 0..ITERS {
             // Departure rates.
             let d_full = b_max as f64
                 / (acc_o * self.decode(b_max) + b_max as f64 * self.stall(b_max, acc_p));
@@ -246,8 +247,12 @@ impl Ours {
                             info.acc_prompt += w * f_p[free];
                             info.acc_output += w * f_o[free];
                             info.acc_output2 += w * f_o2[free];
-                            for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
-                                *pb += w * fb[free];
+                            // Prompt bins only shape the TTFT of arrivals that start at
+                            // once (n < B); queued arrivals use the mean prompt.
+                            if n < b_max as usize {
+                                for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
+                                    *pb += w * fb[free];
+                                }
                             }
                         }
                     }
@@ -535,7 +540,13 @@ impl Ours {
                 wsum += w_state;
             }
             mean_ttft /= wsum;
-            mean_wait = wait_sum / wsum;
+            let new_wait = wait_sum / wsum;
+            // Converged fixed point (or the last pass): only then read out the quantiles.
+            let last = iter + 1 == ITERS
+                || ((new_wait - mean_wait).abs() <= 1e-3 * new_wait.max(1e-3)
+                    && (new_p - acc_p).abs() <= 1e-3 * acc_p
+                    && (new_o - acc_o).abs() <= 1e-3 * acc_o);
+            mean_wait = new_wait;
             acc_p = new_p;
             acc_o = new_o;
             acc_o2 = new_o2;
@@ -559,9 +570,12 @@ impl Ours {
                 })
                 .sum::<f64>()
                 / busy.max(1e-300);
+            if !last {
+                continue;
+            }
             let cdf = |t: f64| comps.iter().map(|c| c.cdf(t)).sum::<f64>() / wsum;
             let scale = mean_ttft.max(1e-6) * 4.0;
-            let q = |level: f64| invert_monotone(cdf, level, 0.0, scale);
+            let q = |level: f64| invert_monotone_rel(cdf, level, scale, 1e-6);
             let slo = &cfg.metrics;
             let meets = if tpot <= slo.slo_tpot_s {
                 cdf(slo.slo_ttft_s)
@@ -579,6 +593,7 @@ impl Ours {
                 utilisation: busy / b_cap as f64,
                 slo_attainment: (1.0 - blocking) * meets,
             });
+            break;
         }
         let _ = acc_o2;
         match result {
@@ -609,6 +624,27 @@ impl Comp {
             Comp::Gamma { w, mean, scv } => w * gamma_cdf_mean_scv(mean, scv, t),
         }
     }
+}
+
+/// Smallest t with `f(t) ≥ target` for a non-decreasing `f` on [0, ∞), by bisection to a
+/// relative tolerance `rel` (the model is not more accurate than 1e-6).
+fn invert_monotone_rel(f: impl Fn(f64) -> f64, target: f64, start: f64, rel: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0, start.max(1e-9));
+    let mut guard = 0;
+    while f(hi) < target && guard < 200 {
+        lo = hi;
+        hi *= 2.0;
+        guard += 1;
+    }
+    while hi - lo > rel * hi {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) >= target {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 /// CDF of `U(0, a) + U(0, b)` at y (degenerate widths allowed).
