@@ -98,13 +98,18 @@ pub struct ModelArgs {
     /// Gamma shape k (c_a² = 1/k) for --arrivals gamma.
     #[arg(long, default_value_t = 1.0)]
     pub burstiness: f64,
-    /// Cost model: `reference`, `a10g` (the measured vLLM/A10G table) or a JSON file of a
-    /// CostModel (e.g. from `bench-native fit`).
+    /// Cost model: `reference`, `a10g` (the measured vLLM/A10G table),
+    /// `roofline:GPU:MODEL[:MEM_UTIL[:TP]]` (e.g. `roofline:H100:Llama-3.1-8B:0.9:1`; sets the KV
+    /// capacity too unless --kv is given), or a JSON file of a CostModel (from `bench-native fit`).
     #[arg(long)]
     pub cost: Option<String>,
     /// Arrivals stop at this time [s].
     #[arg(long)]
     pub horizon: Option<f64>,
+    /// With a roofline cost: take the KV capacity from the GPU's memory (set by the caller
+    /// when no explicit KV capacity was given).
+    #[arg(skip)]
+    pub roofline_kv: bool,
     /// Let accepted requests finish after the horizon (default for --preset vllm).
     #[arg(long, conflicts_with = "cut")]
     pub drain: bool,
@@ -175,7 +180,15 @@ impl ModelArgs {
             };
         }
         if let Some(cost) = &self.cost {
-            c.cost = load_cost(cost)?;
+            if let Some(spec) = cost.strip_prefix("roofline:") {
+                let (model, kv) = roofline(spec)?;
+                c.cost = model;
+                if self.roofline_kv {
+                    c.server.kv_tokens = kv;
+                }
+            } else {
+                c.cost = load_cost(cost)?;
+            }
         }
         if let Some(h) = self.horizon {
             c.horizon_s = h;
@@ -202,6 +215,37 @@ impl ModelArgs {
         c.validate().context("invalid configuration")?;
         Ok(c)
     }
+}
+
+/// `GPU:MODEL[:MEM_UTIL[:TP]]` → the roofline cost model and the KV capacity [tokens].
+pub fn roofline(spec: &str) -> anyhow::Result<(CostModel, u64)> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    if parts.len() < 2 || parts.len() > 4 {
+        let gpus: Vec<&str> = engine::cost::roofline::GPUS
+            .iter()
+            .map(|g| g.name)
+            .collect();
+        let models: Vec<&str> = engine::cost::roofline::MODELS
+            .iter()
+            .map(|m| m.name)
+            .collect();
+        bail!(
+            "--cost roofline:GPU:MODEL[:MEM_UTIL[:TP]]; GPUs: {}; models: {}",
+            gpus.join(", "),
+            models.join(", ")
+        );
+    }
+    let util = parts
+        .get(2)
+        .map_or(Ok(0.9), |x| x.parse::<f64>())
+        .context("MEM_UTIL must be a number")?;
+    let tp = parts
+        .get(3)
+        .map_or(Ok(1), |x| x.parse::<u32>())
+        .context("TP must be an integer")?;
+    Ok(engine::cost::RooflineCost::preset(
+        parts[0], parts[1], util, tp,
+    )?)
 }
 
 /// `reference`, `a10g`, or a JSON file holding a CostModel (or an object with a "linear" /
@@ -237,6 +281,7 @@ pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
 #[command(after_help = "Examples:\n  \
     bench-native simulate --rate 2 --batch 8 --kv 8192\n  \
     bench-native simulate --preset vllm --rate 6 --batch 128 --kv 565904\n  \
+    bench-native simulate --preset vllm --rate 20 --batch 256 --cost roofline:H100:Llama-3.1-8B:0.9:1\n  \
     bench-native simulate --rate 4 --policy chunked --kv-mode paged --block-size 16 --budget 512 --lengths sharegpt --drain --records run.csv")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s].
@@ -245,9 +290,9 @@ pub struct SimulateArgs {
     /// Batch width B (max_num_seqs).
     #[arg(long, default_value_t = 8)]
     pub batch: u32,
-    /// KV capacity [tokens].
-    #[arg(long, default_value_t = 8192)]
-    pub kv: u64,
+    /// KV capacity [tokens] (default 8192, or the GPU's with a roofline cost).
+    #[arg(long)]
+    pub kv: Option<u64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     #[command(flatten)]
@@ -261,7 +306,9 @@ pub struct SimulateArgs {
 }
 
 pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
-    let mut cfg = a.model.config(a.rate, a.batch, a.kv, a.seed)?;
+    let mut model = a.model.clone();
+    model.roofline_kv = a.kv.is_none();
+    let mut cfg = model.config(a.rate, a.batch, a.kv.unwrap_or(8192), a.seed)?;
     cfg.keep_records = a.records.is_some();
     let t = std::time::Instant::now();
     let rep = engine::sim::simulate(&cfg)?;
