@@ -27,4 +27,6 @@ pub enum Command {
     Merge(crate::sweep::MergeArgs),
     /// Simulator vs every analytical model on a grid: error table (markdown + CSV).
     Compare(crate::compare::CompareArgs),
+    /// Microbench → fit → simulate → measure a real server at the same rates: predicted vs measured table.
+    Validate(crate::validate::ValidateArgs),
 }

@@ -9,3 +9,4 @@ pub mod run;
 pub mod simulate;
 pub mod sse;
 pub mod sweep;
+pub mod validate;

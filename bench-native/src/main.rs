@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Command::Sweep(a) => bench_native::sweep::execute(a),
         Command::Merge(a) => bench_native::sweep::merge(a),
         Command::Compare(a) => bench_native::compare::execute(a),
+        Command::Validate(a) => bench_native::validate::execute(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

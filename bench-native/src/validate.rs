@@ -1,0 +1,613 @@
+//! `bench-native validate`: does the simulator predict a real server?
+//!
+//! Against one running server URL, back to back (so both see the same machine load):
+//!
+//! 1. `microbench` it (prefill vs prompt length, decode step vs 1..=slots streams);
+//! 2. `fit` a cost model (table by default, linear with `--cost linear`);
+//! 3. build one request trace per rate — ShareGPT lengths scaled by `--scale` and capped
+//!    at `--max-len` (and the server's per-slot context), Poisson arrivals — and simulate
+//!    it with the server's configuration read from its metadata;
+//! 4. replay the *same* trace against the server (`run`, open loop);
+//! 5. write `validate.md` + `validate.csv`: predicted vs measured mean/p50/p99 TTFT, mean
+//!    TPOT, mean E2E and throughput per rate, relative errors, and their median.
+//!
+//! **How a `llama-server` maps onto the engine** (`-np S -c C -b B`): `max_batch = S`
+//! (slots), `kv_tokens = C` token-granular (`block_size = 1`, `reserve`: a slot holds its
+//! whole context, so the slot count binds before KV does), the per-slot context `C / S`
+//! becomes the workload's `max_model_len` cap, policy `chunked` with `token_budget = B`
+//! (llama.cpp puts every decoding slot's token and then prompt tokens, in slot order, into
+//! one batch of at most `-b` tokens), first token after prefill, drain. `-b` is not in
+//! `/props`, so pass it as `--budget`. Not expressible with the engine's knobs: slot
+//! affinity (a request waits for a *free slot*, and the per-slot context split means KV is
+//! never shared between slots) — with prompt + output ≤ C / S both are exact anyway — and
+//! llama.cpp's HTTP thread / task queue hop between arrival and the next iteration.
+//!
+//! Arrival rates default to fractions of the saturation throughput that the fitted model
+//! itself predicts (`--load`), so "light to past saturation" holds on a slow or loaded
+//! machine; `--rates` gives them in req/s instead.
+
+use crate::client::Endpoint;
+use crate::fit;
+use crate::microbench::{self, MicrobenchConfig};
+use crate::run::{run_load, RunConfig, ServerArgs};
+use anyhow::{bail, Context};
+use engine::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
+use engine::cost::CostModel;
+use engine::metrics::Summary;
+use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+use indicatif::ProgressBar;
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  # a llama-server with 4 slots, 8192 KV tokens, -b 512 (1 thread) on :8080
+  llama-server -m tiny.gguf --port 8080 -np 4 -c 8192 -b 512 -ub 512 -t 1 --metrics
+  bench-native validate --url http://127.0.0.1:8080 --budget 512 --out results/validate_llama
+
+  # fixed rates, more requests per rate, the linear cost model
+  bench-native validate --rates 1,2,4,8 --requests 80 --cost linear --out /tmp/val
+
+Files written to --out: validate.md (table, command at the top), validate.csv (one row per
+rate: predicted, measured and relative error of each metric), microbench.json/.csv,
+fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace) and
+rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.csv).";
+
+/// Which fitted cost model drives the prediction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CostKind {
+    Table,
+    Linear,
+}
+
+/// Arguments of `validate`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Arrival rates [req/s]; default: `--load` × the model's predicted saturation.
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Option<Vec<f64>>,
+    /// Load levels as fractions of the predicted saturation throughput (without --rates).
+    #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,0.8,1.2")]
+    pub load: Vec<f64>,
+    /// Requests per rate.
+    #[arg(long, default_value_t = 40)]
+    pub requests: usize,
+    /// ShareGPT prompt and output lengths are multiplied by this.
+    #[arg(long, default_value_t = 0.25)]
+    pub scale: f64,
+    /// Cap prompt + output at this many tokens (also at the server's per-slot context).
+    #[arg(long, default_value_t = 512)]
+    pub max_len: u32,
+    /// The server's per-iteration token budget (llama.cpp `-b`, vLLM
+    /// `max_num_batched_tokens`); servers do not report it.
+    #[arg(long, default_value_t = 512)]
+    pub budget: u32,
+    /// Slots / max_num_seqs (default: from the server's metadata).
+    #[arg(long)]
+    pub slots: Option<u32>,
+    /// KV capacity [tokens] (default: from the server's metadata).
+    #[arg(long)]
+    pub kv_tokens: Option<u64>,
+    /// Cost model used for the prediction (the other one's median error is reported too).
+    #[arg(long, value_enum, default_value_t = CostKind::Table)]
+    pub cost: CostKind,
+    /// Microbenchmark prompt lengths (those above the cap are dropped).
+    #[arg(long, value_delimiter = ',', default_value = "16,64,128,256,512")]
+    pub mb_prompts: Vec<u32>,
+    /// Microbenchmark repeats per prompt length.
+    #[arg(long, default_value_t = 3)]
+    pub mb_repeats: usize,
+    /// Output tokens per microbenchmark decode stream.
+    #[arg(long, default_value_t = 48)]
+    pub mb_decode_tokens: u32,
+    /// Seed of arrivals and lengths.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output directory.
+    #[arg(long, default_value = "results/validate")]
+    pub out: PathBuf,
+}
+
+/// Reads one metric from a summary.
+pub type Getter = fn(&Summary) -> Option<f64>;
+
+/// The metrics compared, with how to read them from a summary.
+pub const METRICS: [(&str, Getter); 6] = [
+    ("ttft_mean_s", |s| s.ttft.mean),
+    ("ttft_p50_s", |s| s.ttft.p50),
+    ("ttft_p99_s", |s| s.ttft.p99),
+    ("tpot_mean_s", |s| s.tpot.mean),
+    ("e2e_mean_s", |s| s.e2e.mean),
+    ("throughput_rps", |s| Some(s.throughput_rps)),
+];
+
+/// One rate's comparison.
+#[derive(Clone, Debug)]
+pub struct RateResult {
+    pub rate: f64,
+    /// Rate / predicted saturation throughput.
+    pub load: f64,
+    pub predicted: Summary,
+    /// The prediction of the other cost model.
+    pub predicted_alt: Summary,
+    pub measured: Summary,
+}
+
+impl RateResult {
+    /// (metric, predicted, measured, relative error) for every compared metric.
+    pub fn errors(&self, alt: bool) -> Vec<(&'static str, f64, f64, f64)> {
+        let p = if alt {
+            &self.predicted_alt
+        } else {
+            &self.predicted
+        };
+        METRICS
+            .iter()
+            .map(|(name, get)| {
+                let (a, b) = (
+                    get(p).unwrap_or(f64::NAN),
+                    get(&self.measured).unwrap_or(f64::NAN),
+                );
+                (*name, a, b, (a - b) / b)
+            })
+            .collect()
+    }
+}
+
+/// Everything `validate` produced.
+#[derive(Clone, Debug)]
+pub struct ValidateReport {
+    pub rates: Vec<RateResult>,
+    /// Predicted saturation throughput [req/s].
+    pub capacity_rps: f64,
+    /// Median |relative error| over every (rate, metric) cell, chosen / other cost model.
+    pub median_abs_rel_error: f64,
+    pub median_abs_rel_error_alt: f64,
+    pub out: PathBuf,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    engine::metrics::percentile_type7(&v, 0.5).unwrap_or(f64::NAN)
+}
+
+/// ShareGPT pairs scaled by `scale` (each length ≥ 1).
+fn scaled_sharegpt(scale: f64) -> LengthDist {
+    let LengthDist::Empirical { pairs } = LengthDist::sharegpt() else {
+        unreachable!("sharegpt is empirical")
+    };
+    let s = |x: u32| ((x as f64 * scale).round() as u32).max(1);
+    LengthDist::Empirical {
+        pairs: pairs.into_iter().map(|(p, o)| (s(p), s(o))).collect(),
+    }
+}
+
+/// The first `n` requests of the scaled, capped ShareGPT workload at `rate`, as a trace.
+fn trace(args: &ValidateArgs, rate: f64, cap: u32) -> anyhow::Result<Vec<TraceRequest>> {
+    let w = Workload {
+        arrivals: ArrivalProcess::Poisson { rate },
+        lengths: scaled_sharegpt(args.scale),
+        max_model_len: Some(cap),
+    };
+    let horizon = args.requests as f64 / rate * 4.0 + 60.0;
+    Ok(w.stream(args.seed, horizon)?
+        .take(args.requests)
+        .map(|r| TraceRequest {
+            arrival: r.arrival,
+            prompt: r.prompt,
+            output: r.output,
+            class: r.class,
+        })
+        .collect())
+}
+
+/// What the simulator is told about the server.
+#[derive(Clone, Debug)]
+struct ServerModel {
+    slots: u32,
+    kv_tokens: u64,
+    block_size: u32,
+    per_slot: Option<u64>,
+    budget: u32,
+}
+
+fn sim_config(m: &ServerModel, cost: &CostModel, requests: Vec<TraceRequest>) -> SimConfig {
+    let mut c = SimConfig::vllm_like(1.0);
+    c.workload = Workload {
+        arrivals: ArrivalProcess::Trace { requests },
+        lengths: LengthDist::Fixed {
+            prompt: 1,
+            output: 1,
+        },
+        max_model_len: None,
+    };
+    c.server.policy = Policy::Chunked;
+    c.server.max_batch = m.slots;
+    c.server.kv_tokens = m.kv_tokens;
+    c.server.block_size = m.block_size;
+    c.server.kv_mode = if m.block_size <= 1 {
+        KvMode::Reserve
+    } else {
+        KvMode::Paged
+    };
+    c.server.token_budget = m.budget;
+    c.cost = cost.clone();
+    c.first_token = FirstToken::AfterPrefill;
+    c.end = EndRule::Drain;
+    c.horizon_s = 1e6;
+    c
+}
+
+fn simulate(m: &ServerModel, cost: &CostModel, t: &[TraceRequest]) -> anyhow::Result<Summary> {
+    let cfg = sim_config(m, cost, t.to_vec());
+    cfg.validate().context("simulator configuration")?;
+    Ok(engine::sim::simulate(&cfg)?.summary)
+}
+
+fn server_model(args: &ValidateArgs, meta: &Value) -> anyhow::Result<ServerModel> {
+    let kv = &meta["kv"];
+    let slots = args
+        .slots
+        .or_else(|| kv["slots"].as_u64().map(|s| s as u32))
+        .context("the server does not report its slots (max_num_seqs): pass --slots")?;
+    let kv_tokens = args
+        .kv_tokens
+        .or_else(|| kv["tokens"].as_u64())
+        .context("the server does not report its KV capacity: pass --kv-tokens")?;
+    let block_size = kv["block_size"].as_u64().unwrap_or(1).max(1) as u32;
+    let per_slot = kv["tokens_per_slot"]
+        .as_u64()
+        .or_else(|| meta["context_tokens_per_sequence"].as_u64());
+    if slots == 0 {
+        bail!("slots must be >= 1");
+    }
+    Ok(ServerModel {
+        slots,
+        kv_tokens,
+        block_size,
+        per_slot,
+        budget: args.budget,
+    })
+}
+
+fn fmt_rate(r: f64) -> String {
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Rounds to two significant digits.
+fn round2(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return x;
+    }
+    let e = 10f64.powf(x.log10().floor() - 1.0);
+    (x / e).round() * e
+}
+
+/// Runs the whole pipeline; `command` is recorded at the top of the markdown.
+///
+/// # Errors
+/// An unreachable server, a failed microbenchmark or run, file errors.
+pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateReport> {
+    if args.requests == 0 || args.scale.is_nan() || args.scale <= 0.0 || args.max_len < 2 {
+        bail!("--requests must be >= 1, --scale > 0, --max-len >= 2");
+    }
+    let out = args.out.clone();
+    std::fs::create_dir_all(out.join("sim"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let rt = crate::run::runtime()?;
+    let endpoint = args.server.endpoint();
+    let meta = rt.block_on(async {
+        let ep = Endpoint::connect(&endpoint).await?;
+        Ok::<_, crate::client::ClientError>(crate::run::server_metadata(&ep).await)
+    })?;
+    let model = server_model(args, &meta)?;
+    // prompt + output ≤ per-slot context (one token of slack for BOS)
+    let cap = match model.per_slot {
+        Some(c) => args.max_len.min(c.saturating_sub(1).max(2) as u32),
+        None => args.max_len,
+    };
+    eprintln!(
+        "server: {} slots, {} KV tokens (per slot {:?}), budget {} (from --budget); lengths ShareGPT × {} capped at {cap}",
+        model.slots, model.kv_tokens, model.per_slot, model.budget, args.scale
+    );
+
+    // 1. microbenchmark
+    let mut prompts: Vec<u32> = args
+        .mb_prompts
+        .iter()
+        .copied()
+        .filter(|&p| p >= 1 && p < cap)
+        .collect();
+    if prompts.len() < 2 {
+        prompts = vec![(cap / 8).max(1), (cap / 2).max(2)];
+    }
+    let mut streams: Vec<u32> = (1..=model.slots.min(8)).collect();
+    if model.slots > 8 {
+        streams.extend([16, 32, 64, 128].into_iter().filter(|&s| s < model.slots));
+        streams.push(model.slots);
+    }
+    let decode_tokens = args.mb_decode_tokens.min(cap.saturating_sub(17)).max(8);
+    let mbc = MicrobenchConfig {
+        endpoint: endpoint.clone(),
+        prompt_lengths: prompts,
+        repeats: args.mb_repeats.max(1),
+        streams,
+        decode_tokens,
+        decode_prompt: 16,
+        timeout: Duration::from_secs_f64(args.server.timeout),
+        chars_per_token: args.server.chars_per_token,
+        use_tokenizer: !args.server.no_tokenize,
+    };
+    eprintln!("1/4 microbenchmark");
+    let mb = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
+    let mb_path = out.join("microbench.json");
+    microbench::write(&mb, &mb_path)?;
+
+    // 2. fit
+    let f = fit::fit(&mb, false)?;
+    fit::write(&f, &mb_path, &out.join("fit.json"))?;
+    let (cost, alt) = match args.cost {
+        CostKind::Table => (f.table.clone(), f.linear.clone()),
+        CostKind::Linear => (f.linear.clone(), f.table.clone()),
+    };
+
+    // 3. simulate: saturation throughput, then every rate's trace
+    let capacity_rps = {
+        // everything arrives at once: the drain rate is the service capacity
+        let burst = Workload {
+            arrivals: ArrivalProcess::Poisson { rate: 1e6 },
+            lengths: scaled_sharegpt(args.scale),
+            max_model_len: Some(cap),
+        };
+        let t: Vec<TraceRequest> = burst
+            .stream(args.seed, 1.0)?
+            .take(400)
+            .map(|r| TraceRequest {
+                arrival: r.arrival,
+                prompt: r.prompt,
+                output: r.output,
+                class: 0,
+            })
+            .collect();
+        simulate(&model, &cost, &t)?.throughput_rps
+    };
+    let rates: Vec<f64> = match &args.rates {
+        Some(r) => r.clone(),
+        None => args.load.iter().map(|l| round2(l * capacity_rps)).collect(),
+    };
+    if rates.is_empty() || rates.iter().any(|r| !(*r > 0.0 && r.is_finite())) {
+        bail!("rates must be positive: {rates:?}");
+    }
+    eprintln!(
+        "2/4 fitted ({:?}); predicted saturation {:.2} req/s; rates {:?}",
+        args.cost, capacity_rps, rates
+    );
+    let mut plans = Vec::new();
+    for &rate in &rates {
+        let t = trace(args, rate, cap)?;
+        let tp = out
+            .join("sim")
+            .join(format!("trace-{}.json", fmt_rate(rate)));
+        std::fs::write(&tp, serde_json::to_string(&t)? + "\n")
+            .with_context(|| format!("writing {}", tp.display()))?;
+        let predicted = simulate(&model, &cost, &t)?;
+        let predicted_alt = simulate(&model, &alt, &t)?;
+        plans.push((rate, t, predicted, predicted_alt));
+    }
+
+    // 4. measure, right after the microbenchmark
+    let mut results = Vec::new();
+    for (i, (rate, t, predicted, predicted_alt)) in plans.into_iter().enumerate() {
+        eprintln!(
+            "3/4 measuring rate {} req/s ({}/{}), {} requests",
+            fmt_rate(rate),
+            i + 1,
+            rates.len(),
+            t.len()
+        );
+        let mut rc = RunConfig::new(&endpoint.url, out.join(format!("rate-{}", fmt_rate(rate))));
+        rc.endpoint = endpoint.clone();
+        rc.workload = Workload {
+            arrivals: ArrivalProcess::Trace { requests: t },
+            lengths: LengthDist::Fixed {
+                prompt: 1,
+                output: 1,
+            },
+            max_model_len: None,
+        };
+        rc.seed = args.seed;
+        rc.horizon_s = 1e6;
+        rc.warmup_requests = 1;
+        rc.timeout = Duration::from_secs_f64(args.server.timeout);
+        rc.chars_per_token = args.server.chars_per_token;
+        rc.use_tokenizer = !args.server.no_tokenize;
+        let rep = rt.block_on(run_load(
+            &rc,
+            &ProgressBar::hidden(),
+            std::future::pending(),
+        ))?;
+        if rep.summary.errors > 0 {
+            eprintln!(
+                "  warning: {} failed requests at {} req/s",
+                rep.summary.errors,
+                fmt_rate(rate)
+            );
+        }
+        results.push(RateResult {
+            rate,
+            load: rate / capacity_rps,
+            predicted,
+            predicted_alt,
+            measured: rep.summary,
+        });
+    }
+
+    // 5. report
+    let cells = |alt: bool| {
+        median(
+            results
+                .iter()
+                .flat_map(|r| r.errors(alt).into_iter().map(|e| e.3.abs()))
+                .collect(),
+        )
+    };
+    let report = ValidateReport {
+        median_abs_rel_error: cells(false),
+        median_abs_rel_error_alt: cells(true),
+        rates: results,
+        capacity_rps,
+        out: out.clone(),
+    };
+    write_csv(&report, &out.join("validate.csv"))?;
+    let md = markdown(&report, args, &model, cap, command, &f);
+    std::fs::write(out.join("validate.md"), &md)
+        .with_context(|| format!("writing {}", out.join("validate.md").display()))?;
+    eprintln!("4/4 wrote {}", out.join("validate.md").display());
+    Ok(report)
+}
+
+/// The CSV header of `validate.csv`.
+pub fn csv_header() -> String {
+    let mut h = String::from("rate_rps,load,completed_pred,completed_meas");
+    for (m, _) in METRICS {
+        let _ = write!(h, ",{m}_pred,{m}_meas,{m}_rel_err");
+    }
+    h
+}
+
+fn write_csv(r: &ValidateReport, path: &Path) -> anyhow::Result<()> {
+    let mut s = csv_header() + "\n";
+    for x in &r.rates {
+        let _ = write!(
+            s,
+            "{},{:.4},{},{}",
+            x.rate, x.load, x.predicted.completed, x.measured.completed
+        );
+        for (_, p, m, e) in x.errors(false) {
+            let _ = write!(s, ",{p},{m},{e}");
+        }
+        s.push('\n');
+    }
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+fn markdown(
+    r: &ValidateReport,
+    args: &ValidateArgs,
+    m: &ServerModel,
+    cap: u32,
+    command: &str,
+    f: &fit::Fit,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Simulator vs real server\n\n```text\n{command}\n```\n");
+    let _ = writeln!(
+        s,
+        "Server: {} slots, {} KV tokens (per slot {}), token budget {} (`-b`). Model: \
+         `chunked`, max_batch = slots, token-granular `reserve` KV, budget = `-b`, first \
+         token after prefill, drain; cost = fitted **{:?}** (linear fit relative RMS {:.1} %). \
+         Workload: ShareGPT lengths × {}, prompt + output ≤ {cap}, Poisson, seed {}, {} \
+         requests per rate, the same trace replayed against the server and simulated. \
+         Predicted saturation {:.2} req/s.\n",
+        m.slots,
+        m.kv_tokens,
+        m.per_slot.map_or("-".into(), |p| p.to_string()),
+        m.budget,
+        args.cost,
+        f.linear_rel_rms * 100.0,
+        args.scale,
+        args.seed,
+        args.requests,
+        r.capacity_rps
+    );
+    let _ = writeln!(
+        s,
+        "Each cell: predicted / measured (relative error = (pred − meas) / meas). Times in ms, \
+         throughput in completed req/s; latencies from the intended send time.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| rate [req/s] | load | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | E2E mean | throughput |"
+    );
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for x in &r.rates {
+        let _ = write!(s, "| {} | {:.2} ", fmt_rate(x.rate), x.load);
+        for (name, p, me, e) in x.errors(false) {
+            let k = if name.ends_with("_s") { 1e3 } else { 1.0 };
+            let d = if name.starts_with("tpot") || k == 1.0 {
+                2
+            } else {
+                0
+            };
+            let _ = write!(s, "| {:.d$} / {:.d$} ({:+.0} %) ", p * k, me * k, e * 100.0);
+        }
+        s.push_str("|\n");
+    }
+    let _ = writeln!(
+        s,
+        "\n**Median |relative error| over all {} cells: {:.1} %** ({:?} cost); with the {} \
+         cost model instead: {:.1} %.\n",
+        r.rates.len() * METRICS.len(),
+        r.median_abs_rel_error * 100.0,
+        args.cost,
+        match args.cost {
+            CostKind::Table => "linear",
+            CostKind::Linear => "table",
+        },
+        r.median_abs_rel_error_alt * 100.0
+    );
+    let _ = writeln!(
+        s,
+        "Per metric, median |relative error| over rates: {}.\n",
+        METRICS
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| format!(
+                "{name} {:.1} %",
+                median(r.rates.iter().map(|x| x.errors(false)[i].3.abs()).collect()) * 100.0
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    s
+}
+
+/// Entry point of the subcommand.
+pub fn execute(args: ValidateArgs) -> anyhow::Result<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let r = validate(&args, &command)?;
+    print!(
+        "{}",
+        std::fs::read_to_string(r.out.join("validate.md")).unwrap_or_default()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_and_names() {
+        assert_eq!(round2(0.0123), 0.012);
+        assert!((round2(7.46) - 7.5).abs() < 1e-12);
+        assert_eq!(fmt_rate(2.0), "2");
+        assert_eq!(fmt_rate(0.25), "0.25");
+        assert_eq!(csv_header().split(',').count(), 4 + 3 * METRICS.len());
+    }
+
+    #[test]
+    fn scaled_lengths_stay_positive() {
+        let LengthDist::Empirical { pairs } = scaled_sharegpt(0.1) else {
+            panic!()
+        };
+        assert!(pairs.iter().all(|&(p, o)| p >= 1 && o >= 1));
+    }
+}
