@@ -104,8 +104,10 @@ impl KvCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(not(target_arch = "wasm32"))]
     use proptest::prelude::*;
 
+    #[cfg(not(target_arch = "wasm32"))]
     proptest! {
         #[test]
         fn never_over_capacity(ops in proptest::collection::vec((any::<bool>(), 0u64..40), 1..200)) {
