@@ -249,9 +249,9 @@ pub fn summarise(rows: &[ConfigRow], models: &[ModelKind]) -> Vec<ModelSummary> 
                     Outcome::Unsupported(_) => s.unsupported += 1,
                 }
             }
-            for j in 0..5 {
-                s.mre[j] = mean(&errs[j]);
-                s.mre_n[j] = errs[j].len();
+            for (j, e) in errs.iter().enumerate() {
+                s.mre[j] = mean(e);
+                s.mre_n[j] = e.len();
             }
             s.p99_max_re = errs[3].iter().copied().reduce(f64::max);
             s.goodput_normalised_mre = mean(&gn);
