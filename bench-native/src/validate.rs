@@ -3,7 +3,8 @@
 //! Against one running server URL, back to back (so both see the same machine load):
 //!
 //! 1. `microbench` it (prefill vs prompt length, decode step vs 1..=slots streams);
-//! 2. `fit` a cost model (table by default, linear with `--cost linear`);
+//! 2. `fit` a cost model (linear by default, the measured table with `--cost table`),
+//!    pooling a second microbenchmark taken right after the measurement;
 //! 3. build one request trace per rate — ShareGPT lengths scaled by `--scale` and capped
 //!    at `--max-len` (and the server's per-slot context), Poisson arrivals — and simulate
 //!    it with the server's configuration read from its metadata;
@@ -28,7 +29,7 @@
 
 use crate::client::Endpoint;
 use crate::fit;
-use crate::microbench::{self, MicrobenchConfig};
+use crate::microbench::{self, DecodePoint, MicrobenchConfig, MicrobenchResult, PrefillPoint};
 use crate::run::{run_load, RunConfig, ServerArgs};
 use anyhow::{bail, Context};
 use engine::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
@@ -94,16 +95,18 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub kv_tokens: Option<u64>,
     /// Cost model used for the prediction (the other one's median error is reported too).
-    #[arg(long, value_enum, default_value_t = CostKind::Table)]
+    /// Linear by default: on a loaded machine single decode points are noisy (±30 %), and
+    /// the table interpolates that noise while the least-squares line averages it.
+    #[arg(long, value_enum, default_value_t = CostKind::Linear)]
     pub cost: CostKind,
     /// Microbenchmark prompt lengths (those above the cap are dropped).
-    #[arg(long, value_delimiter = ',', default_value = "16,64,128,256,512")]
+    #[arg(long, value_delimiter = ',', default_value = "4,16,64,128,256,512")]
     pub mb_prompts: Vec<u32>,
     /// Microbenchmark repeats per prompt length.
     #[arg(long, default_value_t = 3)]
     pub mb_repeats: usize,
     /// Output tokens per microbenchmark decode stream.
-    #[arg(long, default_value_t = 48)]
+    #[arg(long, default_value_t = 96)]
     pub mb_decode_tokens: u32,
     /// Seed of arrivals and lengths.
     #[arg(long, default_value_t = 0)]
@@ -345,66 +348,34 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         chars_per_token: args.server.chars_per_token,
         use_tokenizer: !args.server.no_tokenize,
     };
-    eprintln!("1/4 microbenchmark");
-    let mb = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
-    let mb_path = out.join("microbench.json");
-    microbench::write(&mb, &mb_path)?;
+    eprintln!("1/4 microbenchmark (before the measurement)");
+    let mb_pre = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
+    microbench::write(&mb_pre, &out.join("microbench_pre.json"))?;
 
-    // 2. fit
-    let f = fit::fit(&mb, false)?;
-    fit::write(&f, &mb_path, &out.join("fit.json"))?;
-    let (cost, alt) = match args.cost {
+    // 2. rates from the pre-measurement fit's saturation throughput
+    let pick = |f: &fit::Fit| match args.cost {
         CostKind::Table => (f.table.clone(), f.linear.clone()),
         CostKind::Linear => (f.linear.clone(), f.table.clone()),
     };
-
-    // 3. simulate: saturation throughput, then every rate's trace
-    let capacity_rps = {
-        // everything arrives at once: the drain rate is the service capacity
-        let burst = Workload {
-            arrivals: ArrivalProcess::Poisson { rate: 1e6 },
-            lengths: scaled_sharegpt(args.scale),
-            max_model_len: Some(cap),
-        };
-        let t: Vec<TraceRequest> = burst
-            .stream(args.seed, 1.0)?
-            .take(400)
-            .map(|r| TraceRequest {
-                arrival: r.arrival,
-                prompt: r.prompt,
-                output: r.output,
-                class: 0,
-            })
-            .collect();
-        simulate(&model, &cost, &t)?.throughput_rps
-    };
+    let capacity_pre = capacity(args, &model, &pick(&fit::fit(&mb_pre, false)?).0, cap)?;
     let rates: Vec<f64> = match &args.rates {
         Some(r) => r.clone(),
-        None => args.load.iter().map(|l| round2(l * capacity_rps)).collect(),
+        None => args.load.iter().map(|l| round2(l * capacity_pre)).collect(),
     };
     if rates.is_empty() || rates.iter().any(|r| !(*r > 0.0 && r.is_finite())) {
         bail!("rates must be positive: {rates:?}");
     }
-    eprintln!(
-        "2/4 fitted ({:?}); predicted saturation {:.2} req/s; rates {:?}",
-        args.cost, capacity_rps, rates
-    );
-    let mut plans = Vec::new();
-    for &rate in &rates {
+    eprintln!("2/4 predicted saturation {capacity_pre:.2} req/s; rates {rates:?}");
+
+    // 3. measure every rate's trace, right after the microbenchmark
+    let mut measured = Vec::new();
+    for (i, &rate) in rates.iter().enumerate() {
         let t = trace(args, rate, cap)?;
         let tp = out
             .join("sim")
             .join(format!("trace-{}.json", fmt_rate(rate)));
         std::fs::write(&tp, serde_json::to_string(&t)? + "\n")
             .with_context(|| format!("writing {}", tp.display()))?;
-        let predicted = simulate(&model, &cost, &t)?;
-        let predicted_alt = simulate(&model, &alt, &t)?;
-        plans.push((rate, t, predicted, predicted_alt));
-    }
-
-    // 4. measure, right after the microbenchmark
-    let mut results = Vec::new();
-    for (i, (rate, t, predicted, predicted_alt)) in plans.into_iter().enumerate() {
         eprintln!(
             "3/4 measuring rate {} req/s ({}/{}), {} requests",
             fmt_rate(rate),
@@ -415,7 +386,9 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         let mut rc = RunConfig::new(&endpoint.url, out.join(format!("rate-{}", fmt_rate(rate))));
         rc.endpoint = endpoint.clone();
         rc.workload = Workload {
-            arrivals: ArrivalProcess::Trace { requests: t },
+            arrivals: ArrivalProcess::Trace {
+                requests: t.clone(),
+            },
             lengths: LengthDist::Fixed {
                 prompt: 1,
                 output: 1,
@@ -440,12 +413,28 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
                 fmt_rate(rate)
             );
         }
+        measured.push((rate, t, rep.summary));
+    }
+
+    // 4. microbenchmark again, fit the pooled curves, simulate every trace
+    eprintln!("4/4 microbenchmark (after the measurement), fit, simulate");
+    let mb_post = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
+    microbench::write(&mb_post, &out.join("microbench_post.json"))?;
+    let mb = pool(&mb_pre, &mb_post);
+    let mb_path = out.join("microbench.json");
+    microbench::write(&mb, &mb_path)?;
+    let f = fit::fit(&mb, false)?;
+    fit::write(&f, &mb_path, &out.join("fit.json"))?;
+    let (cost, alt) = pick(&f);
+    let capacity_rps = capacity(args, &model, &cost, cap)?;
+    let mut results = Vec::new();
+    for (rate, t, m) in measured {
         results.push(RateResult {
             rate,
             load: rate / capacity_rps,
-            predicted,
-            predicted_alt,
-            measured: rep.summary,
+            predicted: simulate(&model, &cost, &t)?,
+            predicted_alt: simulate(&model, &alt, &t)?,
+            measured: m,
         });
     }
 
@@ -466,11 +455,86 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         out: out.clone(),
     };
     write_csv(&report, &out.join("validate.csv"))?;
-    let md = markdown(&report, args, &model, cap, command, &f);
+    let md = markdown(&report, args, &model, cap, command, &f, (&mb_pre, &mb_post));
     std::fs::write(out.join("validate.md"), &md)
         .with_context(|| format!("writing {}", out.join("validate.md").display()))?;
     eprintln!("4/4 wrote {}", out.join("validate.md").display());
     Ok(report)
+}
+
+fn steps(m: &MicrobenchResult) -> String {
+    m.decode
+        .iter()
+        .map(|d| format!("{:.1}", d.step_s * 1e3))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// Two microbenchmarks of the same points as one: prefill = median of all samples,
+/// decode = gap-weighted mean step (machine load drifts; pooling averages it out).
+pub fn pool(a: &MicrobenchResult, b: &MicrobenchResult) -> MicrobenchResult {
+    let prefill = a
+        .prefill
+        .iter()
+        .zip(&b.prefill)
+        .map(|(x, y)| {
+            let samples: Vec<f64> = x.samples_s.iter().chain(&y.samples_s).copied().collect();
+            PrefillPoint {
+                prompt_tokens: x.prompt_tokens,
+                latency_s: median(samples.clone()),
+                samples_s: samples,
+                server_prompt_s: x
+                    .server_prompt_s
+                    .zip(y.server_prompt_s)
+                    .map(|(p, q)| (p + q) / 2.0),
+            }
+        })
+        .collect();
+    let decode = a
+        .decode
+        .iter()
+        .zip(&b.decode)
+        .map(|(x, y)| {
+            let n = (x.gaps + y.gaps).max(1) as f64;
+            DecodePoint {
+                streams: x.streams,
+                step_s: (x.step_s * x.gaps as f64 + y.step_s * y.gaps as f64) / n,
+                step_p50_s: (x.step_p50_s + y.step_p50_s) / 2.0,
+                gaps: x.gaps + y.gaps,
+                context_tokens: x.context_tokens,
+            }
+        })
+        .collect();
+    MicrobenchResult {
+        prefill,
+        decode,
+        metadata: a.metadata.clone(),
+    }
+}
+
+/// Predicted saturation throughput: everything arrives at once, the drain rate [req/s].
+fn capacity(
+    args: &ValidateArgs,
+    m: &ServerModel,
+    cost: &CostModel,
+    cap: u32,
+) -> anyhow::Result<f64> {
+    let burst = Workload {
+        arrivals: ArrivalProcess::Poisson { rate: 1e6 },
+        lengths: scaled_sharegpt(args.scale),
+        max_model_len: Some(cap),
+    };
+    let t: Vec<TraceRequest> = burst
+        .stream(args.seed, 1.0)?
+        .take(400)
+        .map(|r| TraceRequest {
+            arrival: r.arrival,
+            prompt: r.prompt,
+            output: r.output,
+            class: 0,
+        })
+        .collect();
+    Ok(simulate(m, cost, &t)?.throughput_rps)
 }
 
 /// The CSV header of `validate.csv`.
@@ -505,6 +569,7 @@ fn markdown(
     cap: u32,
     command: &str,
     f: &fit::Fit,
+    (pre, post): (&MicrobenchResult, &MicrobenchResult),
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Simulator vs real server\n\n```text\n{command}\n```\n");
@@ -526,6 +591,18 @@ fn markdown(
         args.seed,
         args.requests,
         r.capacity_rps
+    );
+    let _ = writeln!(
+        s,
+        "Machine drift (the cost model pools a microbenchmark before and after the \
+         measurement): decode step at 1..{} streams {} ms before, {} ms after; prefill of \
+         {} tokens {:.1} ms before, {:.1} ms after.\n",
+        m.slots.min(8),
+        steps(pre),
+        steps(post),
+        pre.prefill.last().map_or(0, |p| p.prompt_tokens),
+        pre.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
+        post.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
     );
     let _ = writeln!(
         s,

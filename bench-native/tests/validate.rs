@@ -1,0 +1,207 @@
+//! `bench-native validate` end to end against a real llama-server (CPU, 1 thread, the tiny
+//! random-weight model of `scripts/llama-server.sh`) that this test starts on a free
+//! loopback port and kills by PID. Two rates, a few short requests each (~30 s).
+//!
+//! A missing binary is a FAILURE with instructions, never a silent pass.
+
+use bench_native::cli::{Cli, Command as Sub};
+use bench_native::validate::{self, METRICS};
+use clap::Parser;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn installed() -> (PathBuf, PathBuf) {
+    let script = repo_root().join("scripts/llama-server.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("paths")
+        .output()
+        .expect("run scripts/llama-server.sh paths");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("{k} missing from `{} paths`", script.display()))
+    };
+    let (bin, model) = (get("LLAMA_SERVER_BIN="), get("LLAMA_SERVER_MODEL="));
+    assert!(
+        bin.is_file() && model.is_file(),
+        "llama-server or its model is not installed ({} / {}): run `scripts/setup.sh server` first",
+        bin.display(),
+        model.display()
+    );
+    (bin, model)
+}
+
+/// A llama-server child, killed by PID on drop.
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn healthy(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 32];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).contains(" 200")
+}
+
+fn start(slots: u32, ctx: u32, batch: u32, log: &Path) -> Server {
+    let (bin, model) = installed();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(bin)
+        .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1"])
+        .args(["--port", &port.to_string(), "-c", &ctx.to_string()])
+        .args(["-np", &slots.to_string(), "-t", "1"])
+        .args(["-b", &batch.to_string(), "-ub", &batch.min(512).to_string()])
+        .args(["--metrics", "--no-webui", "-cram", "0"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("spawn llama-server");
+    let mut s = Server(child, port);
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(60) {
+        if let Some(st) = s.0.try_wait().unwrap() {
+            panic!("llama-server exited during start-up: {st}");
+        }
+        if healthy(port) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("llama-server did not become healthy in 60 s");
+}
+
+#[test]
+fn validate_two_rates_against_llama_server() {
+    let dir = std::env::temp_dir().join(format!("kvqueue-validate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = start(2, 2048, 256, &dir.join("server.log"));
+    let out = dir.join("out");
+    let url = format!("http://127.0.0.1:{}", server.1);
+    let argv = [
+        "bench-native",
+        "validate",
+        "--url",
+        &url,
+        "--budget",
+        "256",
+        "--load",
+        "0.3,1.2",
+        "--requests",
+        "8",
+        "--scale",
+        "0.1",
+        "--max-len",
+        "160",
+        "--mb-prompts",
+        "16,64,128",
+        "--mb-repeats",
+        "1",
+        "--mb-decode-tokens",
+        "24",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let Sub::Validate(args) = Cli::try_parse_from(argv).unwrap().command else {
+        panic!("not the validate subcommand")
+    };
+    let t = Instant::now();
+    let rep = validate::validate(&args, &argv.join(" ")).unwrap();
+    eprintln!(
+        "validate took {:.1} s; median |rel err| {:.1} %",
+        t.elapsed().as_secs_f64(),
+        rep.median_abs_rel_error * 100.0
+    );
+    drop(server);
+
+    assert_eq!(rep.rates.len(), 2);
+    for f in [
+        "validate.md",
+        "validate.csv",
+        "microbench.json",
+        "microbench_pre.json",
+        "microbench_post.json",
+        "fit.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let md = std::fs::read_to_string(out.join("validate.md")).unwrap();
+    assert!(md.contains(&argv.join(" ")), "command at the top: {md}");
+    assert!(md.contains("Median |relative error|"), "{md}");
+
+    let csv = std::fs::read_to_string(out.join("validate.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], validate::csv_header());
+    assert_eq!(lines.len(), 3, "{csv}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    for line in &lines[1..] {
+        let cells: Vec<f64> = line.split(',').map(|c| c.parse().unwrap()).collect();
+        assert_eq!(cells.len(), header.len());
+        assert!(cells.iter().all(|c| c.is_finite()), "{line}");
+        assert_eq!(cells[2], 8.0, "every request simulated: {line}");
+        assert_eq!(cells[3], 8.0, "every request measured: {line}");
+        for (i, (name, _)) in METRICS.iter().enumerate() {
+            let (p, m, e) = (cells[4 + 3 * i], cells[5 + 3 * i], cells[6 + 3 * i]);
+            assert!(p > 0.0 && m > 0.0, "{name}: {line}");
+            assert!(
+                (e - (p - m) / m).abs() < 1e-9,
+                "{name}: error column is (pred - meas) / meas: {line}"
+            );
+        }
+    }
+    // the errors are computed, not forced: some cell differs from 0
+    assert!(rep
+        .rates
+        .iter()
+        .flat_map(|r| r.errors(false))
+        .any(|(_, _, _, e)| e != 0.0));
+    assert!(rep.median_abs_rel_error.is_finite());
+    for r in &rep.rates {
+        let run = out.join(format!("rate-{}", r.rate));
+        let alt = out.join(format!(
+            "rate-{}",
+            format!("{:.3}", r.rate)
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+        ));
+        assert!(
+            run.join("requests.csv").is_file() || alt.join("requests.csv").is_file(),
+            "real run files for rate {}",
+            r.rate
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
