@@ -23,7 +23,10 @@ step() { # step <name> <command...>: runs, logs, records the runner's summary li
   "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   local lines
-  lines=$(grep -E '^test result:|^e2e:|passed|failed|^Finished|^sweep:' "$log" | grep -vE '^\s*$' | sed -n '1,40p' || true)
+  # Each test binary's name followed by its runner's result line; e2e and other runners' own lines.
+  lines=$(grep -E '^\s+Running |^test result:|^e2e:|^no tests to run' "$log" \
+    | sed -E 's/^\s+Running (unittests )?([^ ]+) \(.*deps\/([A-Za-z0-9_]+)-[0-9a-f]+.*\)/\3 \2/' \
+    | awk '/^test result:|^e2e:|^no tests/ { print (prev ? prev ": " : "") $0; prev=""; next } { prev=$0 }' || true)
   if [ "$rc" -eq 0 ]; then SUMMARY+=("PASS $name ($(( $(date +%s) - t0 )) s)"); else SUMMARY+=("FAIL $name (exit $rc)"); FAILED=1; fi
   [ -n "$lines" ] && SUMMARY+=("$(echo "$lines" | sed 's/^/       /')")
   return 0
