@@ -24,8 +24,8 @@ step() { # step <name> <command...>: runs, logs, records the runner's summary li
   rc=${PIPESTATUS[0]}
   local lines
   # Each test binary's name followed by its runner's result line; e2e and other runners' own lines.
-  lines=$(grep -E '^\s+Running |^test result:|^e2e:|^no tests to run' "$log" \
-    | sed -E 's/^\s+Running (unittests )?([^ ]+) \(.*deps\/([A-Za-z0-9_]+)-[0-9a-f]+.*\)/\3 \2/' \
+  lines=$(grep -E '^\s+Running |^\s+Doc-tests |^test result:|^e2e:|^no tests to run' "$log" \
+    | sed -E 's/^\s+Running (unittests )?([^ ]+) \(.*deps\/([A-Za-z0-9_]+)-[0-9a-f]+.*\)/\3 \2/; s/^\s+Doc-tests (.*)/\1 doc-tests/' \
     | awk '/^test result:|^e2e:|^no tests/ { print (prev ? prev ": " : "") $0; prev=""; next } { prev=$0 }' || true)
   if [ "$rc" -eq 0 ]; then SUMMARY+=("PASS $name ($(( $(date +%s) - t0 )) s)"); else SUMMARY+=("FAIL $name (exit $rc)"); FAILED=1; fi
   [ -n "$lines" ] && SUMMARY+=("$(echo "$lines" | sed 's/^/       /')")
