@@ -9,7 +9,7 @@ use crate::metric::Metric;
 use engine::config::{EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
 use engine::metrics::MetricsConfig;
-use engine::workload::{ArrivalProcess, LengthDist, MixtureClass, Workload};
+use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use serde::{Deserialize, Serialize};
 
 /// Arrival process kind.
@@ -303,24 +303,7 @@ impl Params {
                 prompt: self.fixed_prompt,
                 output: self.fixed_output,
             },
-            Lengths::Mixture => LengthDist::Mixture {
-                classes: vec![
-                    MixtureClass {
-                        weight: 0.5,
-                        lengths: LengthDist::Fixed {
-                            prompt: 32,
-                            output: 64,
-                        },
-                    },
-                    MixtureClass {
-                        weight: 0.5,
-                        lengths: LengthDist::Fixed {
-                            prompt: 512,
-                            output: 32,
-                        },
-                    },
-                ],
-            },
+            Lengths::Mixture => LengthDist::short_long_mix(),
         };
         Workload {
             arrivals,
