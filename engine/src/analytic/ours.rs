@@ -191,6 +191,17 @@ impl Ours {
             }
         }
 
+        let b_cap0 = if reserve {
+            b_max
+        } else {
+            let per = m.prompt.0 + m.output.0 / 2.0;
+            b_max.min((libm::floor(k_tok * (1.0 - cfg.server.watermark) / per) as u32).max(1))
+        };
+        let min_res = if b_cap0 > 1 {
+            min_residual_moments(&self.atoms, &size_u, k_u, b_cap0)
+        } else {
+            (1.0, 1.0)
+        };
         // Fixed point over accepted means, waits and acceptance.
         let mut acc_p = m.prompt.0;
         let mut acc_o = m.output.0;
@@ -455,8 +466,11 @@ impl Ours {
                 let r2 = s3_over / (3.0 * s_mean);
                 (r1, (r2 - r1 * r1).max(0.0))
             } else {
+                // The first departure is the minimum of b_cap equilibrium residuals (not
+                // an exponential): its two moments relative to the mean spacing 1/D.
+                let (rm, rv) = min_res;
                 let mu = 1.0 / dfull_n;
-                (mu, mu * mu)
+                (rm * mu, rv * mu * mu)
             };
             let scv_s = (s2 / (s_mean * s_mean) - 1.0).max(0.0);
             let mut comps: Vec<Comp> = Vec::new();
@@ -604,6 +618,53 @@ impl Ours {
             }),
         }
     }
+}
+
+/// Mean and variance of the minimum of `b` i.i.d. equilibrium residuals of the output
+/// length (accepted sizes), both relative to the mean spacing `E[O]/b` (so an exponential
+/// would give (1, 1)).
+fn min_residual_moments(atoms: &[Atom], size_u: &[usize], k_u: usize, b: u32) -> (f64, f64) {
+    let mut pts: Vec<(f64, f64)> = atoms
+        .iter()
+        .zip(size_u)
+        .filter(|(_, &s)| s <= k_u)
+        .map(|(a, _)| (a.output, a.w))
+        .collect();
+    pts.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let wsum: f64 = pts.iter().map(|p| p.1).sum();
+    let mean_o: f64 = pts.iter().map(|p| p.0 * p.1).sum::<f64>() / wsum.max(1e-300);
+    if pts.is_empty() || mean_o <= 0.0 {
+        return (1.0, 1.0);
+    }
+    // Suffix sums of w and w·o above each atom.
+    let n = pts.len();
+    let mut suf_w = vec![0.0; n + 1];
+    let mut suf_wo = vec![0.0; n + 1];
+    for i in (0..n).rev() {
+        suf_w[i] = suf_w[i + 1] + pts[i].1;
+        suf_wo[i] = suf_wo[i + 1] + pts[i].1 * pts[i].0;
+    }
+    let o_max = pts[n - 1].0;
+    const N: usize = 600;
+    let mut idx = 0;
+    let mut prev = (0.0, 1.0f64);
+    let (mut m1, mut m2) = (0.0, 0.0);
+    for k in 1..=N {
+        let u = k as f64 / N as f64;
+        let t = o_max * u * u;
+        while idx < n && pts[idx].0 <= t {
+            idx += 1;
+        }
+        let g = ((suf_wo[idx] - t * suf_w[idx]) / (mean_o * wsum)).clamp(0.0, 1.0);
+        let gb = libm::pow(g, b as f64);
+        let dt = t - prev.0;
+        m1 += 0.5 * dt * (prev.1 + gb);
+        m2 += dt * (prev.0 * prev.1 + t * gb);
+        prev = (t, gb);
+    }
+    let spacing = mean_o / b as f64;
+    let var = (m2 - m1 * m1).max(0.0);
+    (m1 / spacing, var / (spacing * spacing))
 }
 
 /// One mixture component of the TTFT distribution.
