@@ -489,7 +489,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 .sched
                 .arrival_can_join(n, self.cfg.server.max_batch as usize)
             {
-                k = k.min(first_boundary_at_or_after(&at, r.arrival, k));
+                let guess = (r.arrival - a.t0) / d - a.iters as f64;
+                k = k.min(first_boundary_at_or_after(&at, r.arrival, k, guess));
             }
         }
         if self.cut {
@@ -497,7 +498,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             if at(1) > h {
                 return Step::Stop;
             }
-            k = k.min(last_boundary_at_or_before(&at, h, k));
+            let guess = (h - a.t0) / d - a.iters as f64;
+            k = k.min(last_boundary_at_or_before(&at, h, k, guess));
         }
         if self.paged {
             let free = self.kv.free_blocks();
@@ -655,36 +657,71 @@ fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
     }
 }
 
-/// Smallest i in 1..=k with at(i) ≥ t (k if none).
-fn first_boundary_at_or_after(at: &impl Fn(u64) -> f64, t: f64, k: u64) -> u64 {
+/// Smallest i in 1..=k with at(i) ≥ t (k if none). `guess` is a closed-form estimate; the
+/// answer is found by stepping from it, so it is exact whatever the rounding.
+fn first_boundary_at_or_after(at: &impl Fn(u64) -> f64, t: f64, k: u64, guess: f64) -> u64 {
     if at(k) < t {
         return k;
     }
-    let (mut lo, mut hi) = (1, k);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if at(mid) >= t {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
+    let mut i = if guess.is_finite() {
+        (guess.ceil().max(1.0) as u64).min(k)
+    } else {
+        1
+    };
+    while i > 1 && at(i - 1) >= t {
+        i -= 1;
     }
-    lo
+    while at(i) < t {
+        i += 1;
+    }
+    i
 }
 
-/// Largest i in 1..=k with at(i) ≤ t (requires at(1) ≤ t).
-fn last_boundary_at_or_before(at: &impl Fn(u64) -> f64, t: f64, k: u64) -> u64 {
+/// Largest i in 1..=k with at(i) ≤ t (requires at(1) ≤ t), stepping from `guess`.
+fn last_boundary_at_or_before(at: &impl Fn(u64) -> f64, t: f64, k: u64, guess: f64) -> u64 {
     if at(k) <= t {
         return k;
     }
-    let (mut lo, mut hi) = (1, k);
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if at(mid) <= t {
-            lo = mid;
-        } else {
-            hi = mid - 1;
+    let mut i = if guess.is_finite() {
+        (guess.floor().max(1.0) as u64).min(k)
+    } else {
+        1
+    };
+    while i < k && at(i + 1) <= t {
+        i += 1;
+    }
+    while i > 1 && at(i) > t {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boundaries_are_exact_whatever_the_guess() {
+        let (t0, d, done) = (0.1, 0.0065, 7u64);
+        let at = |i: u64| t0 + (done + i) as f64 * d;
+        for t in [0.1, 0.15, 0.1455, 0.3, 1.0, 5.0] {
+            for guess in [0.0, 1.0, 3.7, 50.0, f64::NAN, 1e9] {
+                let k = 200;
+                let want = (1..=k).find(|&i| at(i) >= t).unwrap_or(k);
+                assert_eq!(
+                    first_boundary_at_or_after(&at, t, k, guess),
+                    want,
+                    "t={t} guess={guess}"
+                );
+                if at(1) <= t {
+                    let want = (1..=k).rev().find(|&i| at(i) <= t).unwrap();
+                    assert_eq!(
+                        last_boundary_at_or_before(&at, t, k, guess),
+                        want,
+                        "t={t} guess={guess}"
+                    );
+                }
+            }
         }
     }
-    lo
 }
