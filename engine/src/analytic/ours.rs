@@ -25,8 +25,12 @@
 //!    iteration (length-biased), its prefill `prefill(n+1, P)` (P from the accepted prompt
 //!    distribution given n) and, in reference mode, its first decode plus any prefill of a
 //!    request joining in between; finding n ≥ B it waits for `n − B + 1` departures, a gamma
-//!    with the exact residual of the first departure and the service-time variance
-//!    (length variance) for the rest. Quantiles invert the mixture CDF.
+//!    with the exact residual of the first departure (B = 1) or the minimum of B equilibrium
+//!    residuals (B > 1, two moments from the length atoms) and the service-time variance
+//!    (length variance) for the rest. The departures' time scale is state-dependent: the
+//!    KV convolution carries the mean output of the requests in system given n (crowded,
+//!    KV-limited states hold smaller requests), normalised so the mean wait is unchanged.
+//!    Quantiles invert the mixture CDF.
 //! 6. **Paged** (queueing) mode: no reservation loss; the running set is limited by B and by
 //!    the KV the running requests occupy on average (prompt + half the output); unstable
 //!    (explicit) when λ exceeds the full-batch departure rate.
@@ -67,6 +71,9 @@ struct StateInfo {
     acc_output2: f64,
     /// Weight of each prompt bin among accepted arrivals finding n (sums to `accept`).
     prompt_bins: Vec<f64>,
+    /// Mean output length of the requests in system given n (reserve mode; KV-limited
+    /// states hold smaller requests).
+    sys_output: f64,
 }
 
 impl Ours {
@@ -223,22 +230,30 @@ impl Ours {
             if reserve {
                 let tau = self.decode(b_max.min(4));
                 let mut g = vec![0.0; k_u + 1];
+                let mut g_o = vec![0.0; k_u + 1];
                 let mut gsum = 0.0;
                 for (a, &s) in self.atoms.iter().zip(&size_u) {
                     if s <= k_u {
                         let h = a.w * (mean_wait + self.prefill_iter(1, a.prompt) + a.output * tau);
                         g[s] += h;
+                        g_o[s] += h * a.output;
                         gsum += h;
                     }
                 }
-                g.iter_mut().for_each(|x| *x /= gsum);
-                let support: Vec<(usize, f64)> = g
+                for (x, xo) in g.iter_mut().zip(g_o.iter_mut()) {
+                    if *x > 0.0 {
+                        *xo /= *x;
+                    }
+                    *x /= gsum;
+                }
+                let support: Vec<(usize, f64, f64)> = g
                     .iter()
                     .enumerate()
                     .filter(|(_, w)| **w > 0.0)
-                    .map(|(i, w)| (i, *w))
+                    .map(|(i, w)| (i, *w, g_o[i]))
                     .collect();
                 let mut conv = vec![0.0; k_u + 1];
+                let mut conv_o = vec![0.0; k_u + 1];
                 conv[0] = 1.0;
                 loop {
                     let n = states.len();
@@ -247,6 +262,9 @@ impl Ours {
                         prompt_bins: vec![0.0; n_pbins],
                         ..StateInfo::default()
                     };
+                    if mass > 0.0 && n > 0 {
+                        info.sys_output = conv_o.iter().sum::<f64>() / mass / n as f64;
+                    }
                     if mass > 0.0 {
                         for (j, c) in conv.iter().enumerate() {
                             if *c == 0.0 {
@@ -278,15 +296,17 @@ impl Ours {
                         break;
                     }
                     let mut next = vec![0.0; k_u + 1];
-                    for (j, c) in conv.iter().enumerate() {
+                    let mut next_o = vec![0.0; k_u + 1];
+                    for (j, (c, co)) in conv.iter().zip(&conv_o).enumerate() {
                         if *c == 0.0 {
                             continue;
                         }
-                        for &(s, w) in &support {
+                        for &(s, w, o) in &support {
                             if j + s > k_u {
                                 break;
                             }
                             next[j + s] += c * w;
+                            next_o[j + s] += (co + c * o) * w;
                         }
                     }
                     let tot: f64 = next.iter().sum();
@@ -297,7 +317,9 @@ impl Ours {
                         break;
                     }
                     next.iter_mut().for_each(|x| *x /= tot);
+                    next_o.iter_mut().for_each(|x| *x /= tot);
                     conv = next;
+                    conv_o = next_o;
                 }
                 if let Some(last) = states.last_mut() {
                     last.accept = 0.0;
@@ -325,6 +347,7 @@ impl Ours {
                         acc_output: m.output.0,
                         acc_output2: m.output.1,
                         prompt_bins: bins.clone(),
+                        sys_output: 0.0,
                     });
                 }
                 n_top = top;
@@ -473,6 +496,24 @@ impl Ours {
                 (rm * mu, rv * mu * mu)
             };
             let scv_s = (s2 / (s_mean * s_mean) - 1.0).max(0.0);
+            // Reference output mean: the wait-weighted mean over queueing states, so the
+            // state dependence reshapes the wait distribution without moving its mean
+            // (the chain's departure rate already carries the accepted mean).
+            let sys_ref = {
+                let (mut a, mut b) = (0.0, 0.0);
+                for (n, (x, s)) in avg.iter().zip(&states).enumerate() {
+                    if n as u32 >= b_cap && s.sys_output > 0.0 {
+                        let md = (n as u32 - b_cap + 1) as f64;
+                        a += x * s.accept * s.sys_output * md;
+                        b += x * s.accept * md;
+                    }
+                }
+                if b > 0.0 {
+                    a / b
+                } else {
+                    new_o
+                }
+            };
             let mut comps: Vec<Comp> = Vec::new();
             let mut mean_ttft = 0.0;
             let mut wait_sum = 0.0;
@@ -530,8 +571,15 @@ impl Ours {
                     }
                 } else {
                     let mdep = (nb - b_cap + 1) as f64;
-                    let wmean = first_mean + (mdep - 1.0) / dfull_n;
-                    let wvar = first_var + (mdep - 1.0) * scv_s / (dfull_n * dfull_n);
+                    // State-dependent service: KV-limited crowded states hold smaller
+                    // requests, so their departures come faster (mean-preserving).
+                    let r = if s.sys_output > 0.0 {
+                        s.sys_output / sys_ref
+                    } else {
+                        1.0
+                    };
+                    let wmean = r * (first_mean + (mdep - 1.0) / dfull_n);
+                    let wvar = r * r * (first_var + (mdep - 1.0) * scv_s / (dfull_n * dfull_n));
                     let dec = if after_decode {
                         self.decode(b_cap)
                     } else {
