@@ -29,7 +29,9 @@
 //!    residuals (B > 1, two moments from the length atoms) and the service-time variance
 //!    (length variance) for the rest. The departures' time scale is state-dependent: the
 //!    KV convolution carries the mean output of the requests in system given n (crowded,
-//!    KV-limited states hold smaller requests), normalised so the mean wait is unchanged.
+//!    KV-limited states hold smaller requests), normalised so the mean wait is unchanged,
+//!    and the variance of their summed output given n (the KV limit truncates the sum, so
+//!    crowded states wait a much less variable time than n i.i.d. services).
 //!    Quantiles invert the mixture CDF.
 //! 6. **Paged** (queueing) mode: no reservation loss; the running set is limited by B and by
 //!    the KV the running requests occupy on average (prompt + half the output); unstable
@@ -74,6 +76,9 @@ struct StateInfo {
     /// Mean output length of the requests in system given n (reserve mode; KV-limited
     /// states hold smaller requests).
     sys_output: f64,
+    /// Variance of the summed output of the n requests in system, relative to n times the
+    /// unconditional per-request variance (below 1 where the KV limit truncates the sum).
+    sys_var_ratio: f64,
 }
 
 impl Ours {
@@ -231,29 +236,35 @@ impl Ours {
                 let tau = self.decode(b_max.min(4));
                 let mut g = vec![0.0; k_u + 1];
                 let mut g_o = vec![0.0; k_u + 1];
+                let mut g_o2 = vec![0.0; k_u + 1];
                 let mut gsum = 0.0;
                 for (a, &s) in self.atoms.iter().zip(&size_u) {
                     if s <= k_u {
                         let h = a.w * (mean_wait + self.prefill_iter(1, a.prompt) + a.output * tau);
                         g[s] += h;
                         g_o[s] += h * a.output;
+                        g_o2[s] += h * a.output * a.output;
                         gsum += h;
                     }
                 }
-                for (x, xo) in g.iter_mut().zip(g_o.iter_mut()) {
+                let g_mean_o = g_o.iter().sum::<f64>() / gsum;
+                let g_var_o = (g_o2.iter().sum::<f64>() / gsum - g_mean_o * g_mean_o).max(1e-9);
+                for ((x, xo), xo2) in g.iter_mut().zip(g_o.iter_mut()).zip(g_o2.iter_mut()) {
                     if *x > 0.0 {
                         *xo /= *x;
+                        *xo2 /= *x;
                     }
                     *x /= gsum;
                 }
-                let support: Vec<(usize, f64, f64)> = g
+                let support: Vec<(usize, f64, f64, f64)> = g
                     .iter()
                     .enumerate()
                     .filter(|(_, w)| **w > 0.0)
-                    .map(|(i, w)| (i, *w, g_o[i]))
+                    .map(|(i, w)| (i, *w, g_o[i], g_o2[i]))
                     .collect();
                 let mut conv = vec![0.0; k_u + 1];
                 let mut conv_o = vec![0.0; k_u + 1];
+                let mut conv_o2 = vec![0.0; k_u + 1];
                 conv[0] = 1.0;
                 loop {
                     let n = states.len();
@@ -263,7 +274,11 @@ impl Ours {
                         ..StateInfo::default()
                     };
                     if mass > 0.0 && n > 0 {
-                        info.sys_output = conv_o.iter().sum::<f64>() / mass / n as f64;
+                        let e1 = conv_o.iter().sum::<f64>() / mass;
+                        let e2 = conv_o2.iter().sum::<f64>() / mass;
+                        info.sys_output = e1 / n as f64;
+                        info.sys_var_ratio =
+                            ((e2 - e1 * e1).max(0.0) / (n as f64 * g_var_o)).min(1.0);
                     }
                     if mass > 0.0 {
                         for (j, c) in conv.iter().enumerate() {
@@ -297,16 +312,18 @@ impl Ours {
                     }
                     let mut next = vec![0.0; k_u + 1];
                     let mut next_o = vec![0.0; k_u + 1];
-                    for (j, (c, co)) in conv.iter().zip(&conv_o).enumerate() {
+                    let mut next_o2 = vec![0.0; k_u + 1];
+                    for (j, ((c, co), co2)) in conv.iter().zip(&conv_o).zip(&conv_o2).enumerate() {
                         if *c == 0.0 {
                             continue;
                         }
-                        for &(s, w, o) in &support {
+                        for &(s, w, o, o2) in &support {
                             if j + s > k_u {
                                 break;
                             }
                             next[j + s] += c * w;
                             next_o[j + s] += (co + c * o) * w;
+                            next_o2[j + s] += (co2 + 2.0 * co * o + c * o2) * w;
                         }
                     }
                     let tot: f64 = next.iter().sum();
@@ -318,8 +335,10 @@ impl Ours {
                     }
                     next.iter_mut().for_each(|x| *x /= tot);
                     next_o.iter_mut().for_each(|x| *x /= tot);
+                    next_o2.iter_mut().for_each(|x| *x /= tot);
                     conv = next;
                     conv_o = next_o;
+                    conv_o2 = next_o2;
                 }
                 if let Some(last) = states.last_mut() {
                     last.accept = 0.0;
@@ -348,6 +367,7 @@ impl Ours {
                         acc_output2: m.output.1,
                         prompt_bins: bins.clone(),
                         sys_output: 0.0,
+                        sys_var_ratio: 1.0,
                     });
                 }
                 n_top = top;
@@ -579,7 +599,12 @@ impl Ours {
                         1.0
                     };
                     let wmean = r * (first_mean + (mdep - 1.0) / dfull_n);
-                    let wvar = r * r * (first_var + (mdep - 1.0) * scv_s / (dfull_n * dfull_n));
+                    let f = if s.sys_output > 0.0 {
+                        s.sys_var_ratio
+                    } else {
+                        1.0
+                    };
+                    let wvar = r * r * (first_var + f * (mdep - 1.0) * scv_s / (dfull_n * dfull_n));
                     let dec = if after_decode {
                         self.decode(b_cap)
                     } else {
