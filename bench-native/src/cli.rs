@@ -23,6 +23,8 @@ pub enum Command {
     Simulate(crate::simulate::SimulateArgs),
     /// Sweep rates × batch widths × KV budgets × seeds; write CSV/JSON to results/.
     Sweep(crate::sweep::SweepArgs),
+    /// Rates × server configurations: launch, health-check, measure and stop each server.
+    ServerSweep(crate::server_sweep::ServerSweepArgs),
     /// Join sharded sweep outputs into one summary CSV.
     Merge(crate::sweep::MergeArgs),
     /// Simulator vs every analytical model on a grid: error table (markdown + CSV).

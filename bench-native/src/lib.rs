@@ -6,6 +6,7 @@ pub mod fit;
 pub mod microbench;
 pub mod prom;
 pub mod run;
+pub mod server_sweep;
 pub mod simulate;
 pub mod sse;
 pub mod sweep;

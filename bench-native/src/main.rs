@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         Command::Simulate(a) => bench_native::simulate::execute(a),
         Command::Sweep(a) => bench_native::sweep::execute(a),
         Command::Merge(a) => bench_native::sweep::merge(a),
+        Command::ServerSweep(a) => bench_native::server_sweep::execute(a),
         Command::Compare(a) => bench_native::compare::execute(a),
         Command::Validate(a) => bench_native::validate::execute(a),
     };

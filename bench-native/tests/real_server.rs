@@ -6,10 +6,12 @@
 //!
 //! A missing binary is a FAILURE with instructions, never a silent pass.
 
+mod common;
 use bench_native::client::{ClientError, Endpoint, EndpointConfig};
 use bench_native::fit;
 use bench_native::microbench::{self, MicrobenchConfig};
 use bench_native::run::{run_load, RunConfig, RunError, RunReport};
+use common::installed;
 use engine::cost::CostModel;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use indicatif::ProgressBar;
@@ -25,38 +27,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-/// The llama-server binary and the tiny model, as `scripts/llama-server.sh paths` reports.
-fn installed() -> (PathBuf, PathBuf) {
-    let script = repo_root().join("scripts/llama-server.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("paths")
-        .output()
-        .expect("run scripts/llama-server.sh paths");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| panic!("{k} missing from `{} paths`", script.display()))
-    };
-    let (bin, model) = (get("LLAMA_SERVER_BIN="), get("LLAMA_SERVER_MODEL="));
-    assert!(
-        bin.is_file() && model.is_file(),
-        "llama-server or its model is not installed ({} / {}): run `scripts/setup.sh server` first (builds llama-server from the llama-cpp-python sdist, ~6-8 min)",
-        bin.display(),
-        model.display()
-    );
-    (bin, model)
 }
 
 fn free_port() -> u16 {

@@ -4,45 +4,16 @@
 //!
 //! A missing binary is a FAILURE with instructions, never a silent pass.
 
+mod common;
 use bench_native::cli::{Cli, Command as Sub};
 use bench_native::validate::{self, METRICS};
 use clap::Parser;
+use common::installed;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn installed() -> (PathBuf, PathBuf) {
-    let script = repo_root().join("scripts/llama-server.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("paths")
-        .output()
-        .expect("run scripts/llama-server.sh paths");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| panic!("{k} missing from `{} paths`", script.display()))
-    };
-    let (bin, model) = (get("LLAMA_SERVER_BIN="), get("LLAMA_SERVER_MODEL="));
-    assert!(
-        bin.is_file() && model.is_file(),
-        "llama-server or its model is not installed ({} / {}): run `scripts/setup.sh server` first",
-        bin.display(),
-        model.display()
-    );
-    (bin, model)
-}
 
 /// A llama-server child, killed by PID on drop.
 struct Server(Child, u16);
