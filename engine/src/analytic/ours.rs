@@ -203,6 +203,7 @@ impl Ours {
             }
         }
 
+        // Running-set cap: B, and in paged mode the KV the running requests occupy.
         let b_cap0 = if reserve {
             b_max
         } else {
@@ -228,6 +229,22 @@ impl Ours {
                 / (acc_o * self.decode(b_max) + b_max as f64 * self.stall(b_max, acc_p));
             let service_b = |b: u32, sigma: f64| {
                 self.prefill_iter(b, acc_p) + acc_o * self.decode(b) / (1.0 - sigma)
+            };
+            let b_cap = b_cap0;
+            let death_at = |n: usize, accept: f64| {
+                if n == 0 {
+                    return 0.0;
+                }
+                let b = (n as u32).min(b_cap);
+                if (n as u32) > b_cap {
+                    return b as f64 / (acc_o * self.decode(b) + b as f64 * self.stall(b, acc_p));
+                }
+                let sigma = if (n as u32) < b_cap {
+                    (lambda * accept * self.stall(b + 1, acc_p)).min(0.9)
+                } else {
+                    0.0
+                };
+                b as f64 / service_b(b, sigma)
             };
             // Occupancy composition and conditional occupancy per n (reserve).
             let n_top: usize;
@@ -265,6 +282,10 @@ impl Ours {
                 let mut conv = vec![0.0; k_u + 1];
                 let mut conv_o = vec![0.0; k_u + 1];
                 let mut conv_o2 = vec![0.0; k_u + 1];
+                // Unnormalised stationary weight of the birth–death chain built so far: the
+                // chain started empty is stochastically below its stationary law, so states
+                // beyond a negligible stationary tail are never reached (truncate there).
+                let (mut pi, mut pi_max, mut prev_birth) = (1.0f64, 1.0f64, 0.0f64);
                 conv[0] = 1.0;
                 loop {
                     let n = states.len();
@@ -300,7 +321,13 @@ impl Ours {
                             }
                         }
                     }
-                    let done = info.accept < 1e-9 || n > 4000;
+                    if n > 0 {
+                        pi *= prev_birth / death_at(n, info.accept).max(1e-300);
+                        pi_max = pi_max.max(pi);
+                    }
+                    prev_birth = lambda * info.accept;
+                    let negligible = n > b_cap as usize + 1 && pi < 1e-16 * pi_max;
+                    let done = info.accept < 1e-9 || n > 4000 || negligible;
                     if info.accept > 0.0 {
                         info.acc_prompt /= info.accept;
                         info.acc_output /= info.accept;
@@ -372,34 +399,8 @@ impl Ours {
                 }
                 n_top = top;
             }
-            // Paged KV limit on the running set.
-            let kv_run = if reserve {
-                u32::MAX
-            } else {
-                let per = m.prompt.0 + m.output.0 / 2.0;
-                (libm::floor(k_tok * (1.0 - cfg.server.watermark) / per) as u32).max(1)
-            };
-            let b_cap = b_max.min(kv_run);
             // Death rates D(n).
-            let deaths: Vec<f64> = (0..=n_top)
-                .map(|n| {
-                    if n == 0 {
-                        return 0.0;
-                    }
-                    let b = (n as u32).min(b_cap);
-                    if (n as u32) > b_cap {
-                        let dfull =
-                            b as f64 / (acc_o * self.decode(b) + b as f64 * self.stall(b, acc_p));
-                        return dfull;
-                    }
-                    let sigma = if (n as u32) < b_cap {
-                        (lambda * states[n].accept * self.stall(b + 1, acc_p)).min(0.9)
-                    } else {
-                        0.0
-                    };
-                    b as f64 / service_b(b, sigma)
-                })
-                .collect();
+            let deaths: Vec<f64> = (0..=n_top).map(|n| death_at(n, states[n].accept)).collect();
             // Transient birth–death from empty over the horizon (uniformisation).
             let horizon = cfg.horizon_s;
             let births: Vec<f64> = states.iter().map(|s| lambda * s.accept).collect();
