@@ -39,6 +39,8 @@ pub enum Cost {
     Reference,
     A10g,
     Linear,
+    /// GPU × model roofline preset (`engine::cost::roofline`).
+    Roofline,
 }
 
 /// Named presets.
@@ -143,6 +145,9 @@ pub struct Params {
     pub beta0: f64,
     pub beta_prefill: f64,
     pub beta_decode: f64,
+    /// Roofline preset: GPU name and model name (`engine::cost::roofline::{GPUS, MODELS}`).
+    pub gpu: String,
+    pub llm: String,
     /// Horizon of each run [s].
     pub horizon_s: f64,
     pub seeds: u32,
@@ -179,6 +184,8 @@ impl Default for Params {
             beta0: 0.006,
             beta_prefill: 8e-5,
             beta_decode: 5.5e-4,
+            gpu: "H100".into(),
+            llm: "Llama-3.1-8B".into(),
             horizon_s: 1000.0,
             seeds: 5,
             reference_rules: true,
@@ -226,12 +233,13 @@ impl Lengths {
 }
 
 impl Cost {
-    pub const ALL: [Cost; 3] = [Cost::Reference, Cost::A10g, Cost::Linear];
+    pub const ALL: [Cost; 4] = [Cost::Reference, Cost::A10g, Cost::Linear, Cost::Roofline];
     pub fn key(self) -> &'static str {
         match self {
             Cost::Reference => "reference",
             Cost::A10g => "a10g",
             Cost::Linear => "linear",
+            Cost::Roofline => "roofline",
         }
     }
 }
@@ -323,6 +331,27 @@ impl Params {
                 beta_decode: self.beta_decode,
                 beta_kv: 0.0,
             }),
+            // An unknown name falls back to an invalid linear model, which `validate`
+            // reports as a readable error.
+            Cost::Roofline => self
+                .roofline()
+                .map(|(c, _)| c)
+                .unwrap_or(CostModel::Linear(LinearCost::default())),
+        }
+    }
+
+    /// The roofline preset's cost model and KV capacity [tokens] (90 % of GPU memory, one GPU).
+    pub fn roofline(&self) -> Result<(CostModel, u64), String> {
+        engine::cost::RooflineCost::preset(&self.gpu, &self.llm, 0.9, 1).map_err(|e| e.to_string())
+    }
+
+    /// With a roofline cost, sets K to the GPU's KV capacity (called when the user picks a
+    /// GPU or model, not when a URL is read, so a shared K survives).
+    pub fn apply_roofline_kv(&mut self) {
+        if self.cost == Cost::Roofline {
+            if let Ok((_, kv)) = self.roofline() {
+                self.kv_tokens = kv;
+            }
         }
     }
 
@@ -409,6 +438,8 @@ impl Params {
             ("b0", fmt_num(self.beta0)),
             ("bp", fmt_num(self.beta_prefill)),
             ("bd", fmt_num(self.beta_decode)),
+            ("gpu", self.gpu.clone()),
+            ("llm", self.llm.clone()),
             ("T", fmt_num(self.horizon_s)),
             ("seeds", self.seeds.to_string()),
             ("refrules", (self.reference_rules as u8).to_string()),
@@ -513,6 +544,20 @@ impl Params {
             "b0" => put!(self.beta0, f(v)),
             "bp" => put!(self.beta_prefill, f(v)),
             "bd" => put!(self.beta_decode, f(v)),
+            "gpu" => put!(
+                self.gpu,
+                engine::cost::roofline::GPUS
+                    .iter()
+                    .find(|g| g.name == v)
+                    .map(|g| g.name.to_string())
+            ),
+            "llm" => put!(
+                self.llm,
+                engine::cost::roofline::MODELS
+                    .iter()
+                    .find(|m| m.name == v)
+                    .map(|m| m.name.to_string())
+            ),
             "T" => put!(self.horizon_s, f(v)),
             "seeds" => put!(self.seeds, u(v)),
             "refrules" => put!(
@@ -550,6 +595,21 @@ mod tests {
         assert_eq!(p.max_batch, Params::default().max_batch);
         assert_eq!(p.kv_tokens, 4096);
         assert_eq!(errs.len(), 3);
+    }
+
+    #[test]
+    fn roofline_cost_sets_kv_from_the_gpu() {
+        let (mut p, errs) = Params::from_query("cost=roofline&gpu=A10G&llm=Qwen2.5-1.5B&K=4096");
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(p.kv_tokens, 4096, "a shared K survives reading the URL");
+        p.apply_roofline_kv();
+        assert!(p.kv_tokens > 400_000, "{}", p.kv_tokens);
+        assert!(matches!(p.cost_model(), CostModel::Roofline(_)));
+        p.validate().unwrap();
+        let (back, _) = Params::from_query(&p.to_query());
+        assert_eq!(back, p);
+        let (_, errs) = Params::from_query("gpu=TPU");
+        assert_eq!(errs.len(), 1);
     }
 
     #[test]

@@ -415,7 +415,12 @@ fn select_field(
             <span>{label}</span>
             <select name=key data-key=key on:change=move |ev| {
                 let v = event_target_value(&ev);
-                c.params.update(|p| { p.set(key, &v); });
+                c.params.update(|p| {
+                    p.set(key, &v);
+                    if matches!(key, "cost" | "gpu" | "llm") {
+                        p.apply_roofline_kv();
+                    }
+                });
             }>
                 {options.into_iter().map(|(v, l)| view! {
                     <option value=v selected=move || c.params.with(|p| p.get(key) == v)>{l}</option>
@@ -709,7 +714,12 @@ pub fn App() -> impl IntoView {
                 {text_field(c, "token budget [tokens]", "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
                 <h2>"Cost model"</h2>
-                {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear" })).collect())}
+                {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
+                <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
+                    {select_field(c, "GPU", "gpu", engine::cost::roofline::GPUS.iter().map(|g| (g.name, g.name)).collect())}
+                    {select_field(c, "model", "llm", engine::cost::roofline::MODELS.iter().map(|m| (m.name, m.name)).collect())}
+                    <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
+                </Show>
                 <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
                     {text_field(c, "β0 [s]", "b0", "")}
                     {text_field(c, "β prefill [s/token]", "bp", "")}
