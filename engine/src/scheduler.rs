@@ -223,6 +223,26 @@ impl Fifo {
     }
 }
 
+/// The queue half of a FIFO policy (a `waiting: Fifo` field): arrivals join the back,
+/// preempted requests go back to the front.
+macro_rules! fifo_queue {
+    () => {
+        fn enqueue(&mut self, seq: Seq) {
+            self.waiting.push_back(seq);
+        }
+        fn requeue_preempted(&mut self, seq: Seq) {
+            self.waiting.push_front(seq);
+        }
+        fn waiting_len(&self) -> usize {
+            self.waiting.len()
+        }
+        fn drain(&mut self) -> Vec<Seq> {
+            self.waiting.drain()
+        }
+    };
+}
+pub(crate) use fifo_queue;
+
 /// Builds the scheduler for a policy and runs `f` with it, monomorphised.
 macro_rules! with_scheduler {
     ($policy:expr, $s:ident => $body:expr) => {

@@ -12,15 +12,7 @@ pub struct Chunked {
 }
 
 impl Scheduler for Chunked {
-    fn enqueue(&mut self, seq: Seq) {
-        self.waiting.push_back(seq);
-    }
-    fn requeue_preempted(&mut self, seq: Seq) {
-        self.waiting.push_front(seq);
-    }
-    fn waiting_len(&self) -> usize {
-        self.waiting.len()
-    }
+    super::fifo_queue!();
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         let mut budget = ctx.token_budget;
         let mut plan = Plan::default();
@@ -61,8 +53,5 @@ impl Scheduler for Chunked {
             plan.prefill_seqs += 1;
         }
         plan
-    }
-    fn drain(&mut self) -> Vec<Seq> {
-        self.waiting.drain()
     }
 }

@@ -10,21 +10,10 @@ pub struct Continuous {
 }
 
 impl Scheduler for Continuous {
-    fn enqueue(&mut self, seq: Seq) {
-        self.waiting.push_back(seq);
-    }
-    fn requeue_preempted(&mut self, seq: Seq) {
-        self.waiting.push_front(seq);
-    }
-    fn waiting_len(&self) -> usize {
-        self.waiting.len()
-    }
+    super::fifo_queue!();
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         let limit = ctx.max_batch;
         self.waiting.admit_while(ctx, limit);
         ctx.plan_prefill_priority()
-    }
-    fn drain(&mut self) -> Vec<Seq> {
-        self.waiting.drain()
     }
 }

@@ -9,23 +9,12 @@ pub struct Serial {
 }
 
 impl Scheduler for Serial {
-    fn enqueue(&mut self, seq: Seq) {
-        self.waiting.push_back(seq);
-    }
-    fn requeue_preempted(&mut self, seq: Seq) {
-        self.waiting.push_front(seq);
-    }
-    fn waiting_len(&self) -> usize {
-        self.waiting.len()
-    }
+    super::fifo_queue!();
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         self.waiting.admit_while(ctx, 1);
         ctx.plan_prefill_priority()
     }
     fn arrival_can_join(&self, running: usize, _max_batch: usize) -> bool {
         running == 0
-    }
-    fn drain(&mut self) -> Vec<Seq> {
-        self.waiting.drain()
     }
 }

@@ -10,15 +10,7 @@ pub struct StaticBatch {
 }
 
 impl Scheduler for StaticBatch {
-    fn enqueue(&mut self, seq: Seq) {
-        self.waiting.push_back(seq);
-    }
-    fn requeue_preempted(&mut self, seq: Seq) {
-        self.waiting.push_front(seq);
-    }
-    fn waiting_len(&self) -> usize {
-        self.waiting.len()
-    }
+    super::fifo_queue!();
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         if ctx.running.is_empty() {
             let limit = ctx.max_batch;
@@ -28,8 +20,5 @@ impl Scheduler for StaticBatch {
     }
     fn arrival_can_join(&self, running: usize, _max_batch: usize) -> bool {
         running == 0
-    }
-    fn drain(&mut self) -> Vec<Seq> {
-        self.waiting.drain()
     }
 }
