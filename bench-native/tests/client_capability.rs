@@ -120,7 +120,7 @@ fn two_hundred_requests_per_second_on_loopback() {
         arrivals: ArrivalProcess::Poisson { rate: 200.0 },
         lengths: LengthDist::Fixed {
             prompt: 64,
-            output: 256,
+            output: 512, // 200 req/s × 512 = 102,400 tokens/s offered, twice the goal
         },
         max_model_len: None,
     };
