@@ -77,24 +77,28 @@ impl Preset {
     pub fn params(self) -> Params {
         match self {
             Preset::Reference => Params::default(),
-            Preset::VllmA10g => Params {
-                preset: "vllm-a10g".into(),
-                rates: vec![0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
-                rate: 4.0,
-                lengths: Lengths::ShareGpt,
-                policy: Policy::Chunked,
-                max_batch: 128,
-                kv_tokens: 565_904,
-                block_size: 16,
-                token_budget: 2048,
-                kv_mode: KvMode::Paged,
-                cost: Cost::A10g,
-                horizon_s: 120.0,
-                seeds: 3,
-                reference_rules: false,
-                metric: Metric::P99Ttft,
-                ..Params::default()
-            },
+            Preset::VllmA10g => {
+                // The server is the engine's vLLM-like configuration, not a copy of it.
+                let server = SimConfig::vllm_like(1.0).server;
+                Params {
+                    preset: "vllm-a10g".into(),
+                    rates: vec![0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+                    rate: 4.0,
+                    lengths: Lengths::ShareGpt,
+                    policy: server.policy,
+                    max_batch: server.max_batch,
+                    kv_tokens: server.kv_tokens,
+                    block_size: server.block_size,
+                    token_budget: server.token_budget,
+                    kv_mode: server.kv_mode,
+                    cost: Cost::A10g,
+                    horizon_s: 120.0,
+                    seeds: 3,
+                    reference_rules: false,
+                    metric: Metric::P99Ttft,
+                    ..Params::default()
+                }
+            }
             Preset::Interference => Params {
                 preset: "interference".into(),
                 rates: vec![1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0],
