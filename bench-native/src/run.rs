@@ -378,6 +378,7 @@ impl RequestRow {
                 "unfinished" => Outcome::Unfinished,
                 _ => Outcome::Error,
             },
+            admitted_s: None,
         }
     }
 
@@ -451,6 +452,39 @@ pub struct ClientStats {
     pub client_queued: u64,
 }
 
+/// What the server's own counters (`/metrics`) say happened during the run: the
+/// difference between a scrape just before the first send and one after the last
+/// request finished. `None` = the server does not export that counter.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ServerCounters {
+    /// `vllm:num_preemptions_total` [count].
+    pub preemptions: Option<f64>,
+    /// `vllm:prompt_tokens_total` / `llamacpp:prompt_tokens_total` [tokens].
+    pub prompt_tokens: Option<f64>,
+    /// `vllm:generation_tokens_total` / `llamacpp:tokens_predicted_total` [tokens].
+    pub generation_tokens: Option<f64>,
+}
+
+impl ServerCounters {
+    fn between(before: &[Option<f64>; 7], after: &[Option<f64>; 7]) -> ServerCounters {
+        let col = |name: &str| crate::prom::COLUMNS.iter().position(|c| *c == name);
+        let delta = |name: &str| {
+            let i = col(name)?;
+            Some((after[i]? - before[i]?).max(0.0))
+        };
+        ServerCounters {
+            preemptions: delta("preemptions_total"),
+            prompt_tokens: delta("prompt_tokens_total"),
+            generation_tokens: delta("generation_tokens_total"),
+        }
+    }
+}
+
+async fn scrape_once(ep: &Endpoint) -> Option<[Option<f64>; 7]> {
+    let text = ep.get_text("/metrics").await.ok()?;
+    Some(crate::prom::columns(&crate::prom::parse(&text)))
+}
+
 /// What a run produced (also on disk in `out_dir`).
 #[derive(Debug)]
 pub struct RunReport {
@@ -458,6 +492,8 @@ pub struct RunReport {
     pub rows: Vec<RequestRow>,
     pub summary: Summary,
     pub client: ClientStats,
+    /// The server's counters over the run (when it exports `/metrics`).
+    pub server: Option<ServerCounters>,
     pub metadata: Value,
     /// `/metrics` samples written.
     pub metrics_samples: usize,
@@ -637,6 +673,7 @@ pub async fn run_load(
     writer.write_record(REQUEST_COLUMNS)?;
     writer.flush().map_err(io_err(&csv_path))?;
 
+    let counters_before = scrape_once(&ep).await;
     let t0 = Instant::now() + Duration::from_millis(20);
     let (stop_tx, stop_rx) = watch::channel(false);
     let scraper = cfg.metrics_interval.map(|every| {
@@ -744,10 +781,19 @@ pub async fn run_load(
         .filter_map(|r| r.last_token_s.or(r.actual_send_s))
         .fold(0.0f64, f64::max);
     let window = (end - cfg.metrics.warmup_s).max(0.0);
-    let summary = engine::metrics::summarize(&records, &cfg.metrics, window);
+    let mut summary = engine::metrics::summarize(&records, &cfg.metrics, window);
     let client = client_stats(&rows);
+    // A client cannot see preemptions; the server's own counter can (vLLM).
+    let server = match (counters_before, scrape_once(&ep).await) {
+        (Some(b), Some(a)) => Some(ServerCounters::between(&b, &a)),
+        _ => None,
+    };
+    if let Some(p) = server.as_ref().and_then(|c| c.preemptions) {
+        summary.preemptions = p.round() as u64;
+    }
     let summary_json = json!({
-        "summary": summary, "client": client, "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed,
+        "summary": summary, "client": client, "server_counters": server,
+        "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed,
         "scheduled": scheduled, "written": rows.len(), "interrupted": interrupted,
         "note": "summary computed by engine::metrics::summarize over requests.csv; latencies from the intended send time",
     });
@@ -758,6 +804,7 @@ pub async fn run_load(
         rows,
         summary,
         client,
+        server,
         metadata,
         metrics_samples,
         interrupted,
@@ -913,7 +960,7 @@ pub fn summary_text(s: &Summary, c: &ClientStats) -> String {
          TTFT ms  mean {} p50 {} p90 {} p99 {}\n\
          TPOT ms  mean {} p50 {} p90 {} p99 {}\n\
          E2E  ms  mean {} p50 {} p99 {}\n\
-         stalls: {}; send lateness ms p50 {} p99 {} max {}; client-queued {}",
+         stalls: {}; preemptions (server) {}; send lateness ms p50 {} p99 {} max {}; client-queued {}",
         s.arrivals,
         s.completed,
         s.errors,
@@ -934,6 +981,7 @@ pub fn summary_text(s: &Summary, c: &ClientStats) -> String {
         ms(s.e2e.p50),
         ms(s.e2e.p99),
         s.stalls,
+        s.preemptions,
         ms(c.send_lateness_p50_s),
         ms(c.send_lateness_p99_s),
         ms(c.send_lateness_max_s),
