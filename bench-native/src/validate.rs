@@ -289,8 +289,15 @@ fn round2(x: f64) -> f64 {
     if x <= 0.0 || !x.is_finite() {
         return x;
     }
-    let e = 10f64.powf(x.log10().floor() - 1.0);
-    (x / e).round() * e
+    // Scale by an exact power of ten and divide back, so 0.69 prints as 0.69.
+    let k = x.log10().floor() as i32 - 1;
+    if k < 0 {
+        let p = 10f64.powi(-k);
+        (x * p).round() / p
+    } else {
+        let p = 10f64.powi(k);
+        (x / p).round() * p
+    }
 }
 
 /// Runs the whole pipeline; `command` is recorded at the top of the markdown.
@@ -675,6 +682,9 @@ mod tests {
     fn rounding_and_names() {
         assert_eq!(round2(0.0123), 0.012);
         assert!((round2(7.46) - 7.5).abs() < 1e-12);
+        assert_eq!(round2(0.69), 0.69);
+        assert_eq!(format!("{:?}", round2(0.8 * 0.8625)), "0.69");
+        assert_eq!(round2(1234.0), 1200.0);
         assert_eq!(fmt_rate(2.0), "2");
         assert_eq!(fmt_rate(0.25), "0.25");
         assert_eq!(csv_header().split(',').count(), 4 + 3 * METRICS.len());
