@@ -449,6 +449,7 @@ fn parse_request_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
             stalls: 0,
             preemptions: 0,
             outcome,
+            admitted_s: None,
         };
         groups
             .entry(rate.to_bits())

@@ -55,6 +55,10 @@ pub struct RequestRecord {
     pub preemptions: u32,
     /// What became of it.
     pub outcome: Outcome,
+    /// When the request first entered the running set (start of its first prefill) [s];
+    /// `None` if it was never admitted (or not known, for measured runs).
+    #[serde(default)]
+    pub admitted_s: Option<f64>,
 }
 
 impl RequestRecord {

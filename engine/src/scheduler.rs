@@ -2,6 +2,12 @@
 //! decides, at every iteration boundary, who joins the running set and what each running
 //! sequence does in the next iteration (a prefill chunk, one decode token, or nothing).
 //! The event loop in [`crate::sim`] executes the plan and never looks at the policy.
+//!
+//! The running set is kept in admission order and always has the shape
+//! `[prefilled… | not yet prefilled…]` (admissions append, preemption pops the most recent,
+//! and prefill is served in admission order), so a plan is described by two numbers: the
+//! first [`Plan::decode_seqs`] running sequences decode, and the unprefilled suffix carries
+//! its prefill chunks in [`Seq::chunk`]. Planning therefore costs O(joiners), not O(B).
 
 mod chunked;
 mod continuous;
@@ -20,6 +26,11 @@ use crate::workload::Request;
 use std::collections::VecDeque;
 
 /// A request inside the server.
+///
+/// While a sequence is in the simulator's decode set (see [`crate::sim`]), `generated`,
+/// `kv_tokens`, `last_token`, `max_gap` and `stalls` hold their values at decode tick
+/// `tick0`; the simulator brings them up to date when it needs them. Policies only read
+/// the prefill fields, which are always exact.
 #[derive(Clone, Debug)]
 pub struct Seq {
     pub req: Request,
@@ -33,15 +44,23 @@ pub struct Seq {
     pub kv_tokens: u64,
     /// Blocks held (paged) or reserved (reserve).
     pub blocks: u64,
-    pub first_token: Option<f64>,
+    /// First output token [s] (NaN: none yet; a plain f64 keeps `Seq` small to move).
+    pub first_token: f64,
     pub last_token: f64,
     pub max_gap: f64,
     pub stalls: u32,
     pub preemptions: u32,
     /// This iteration: prefill tokens scheduled.
     pub chunk: u32,
-    /// This iteration: decodes one token.
-    pub decode: bool,
+    /// Admission number (0, 1, 2… over the run; a re-admission after preemption gets a
+    /// new one): the running set is sorted by it.
+    pub admit_seq: u64,
+    /// When the request first entered the running set [s] (NaN: not yet).
+    pub admitted: f64,
+    /// Simulator bookkeeping: the decode tick and the stall count at which the lazy
+    /// fields were last brought up to date.
+    pub tick0: u64,
+    pub stall0: u64,
 }
 
 impl Seq {
@@ -53,13 +72,16 @@ impl Seq {
             prefilled: 0,
             kv_tokens: 0,
             blocks: reserved_blocks,
-            first_token: None,
+            first_token: f64::NAN,
             last_token: f64::NAN,
             max_gap: 0.0,
             stalls: 0,
             preemptions: 0,
             chunk: 0,
-            decode: false,
+            admit_seq: 0,
+            admitted: f64::NAN,
+            tick0: 0,
+            stall0: 0,
         }
     }
 
@@ -85,8 +107,11 @@ impl Seq {
 /// What the next iteration contains.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
+    /// Prefill tokens over all chunks [tokens].
     pub prefill_tokens: u64,
+    /// Sequences with a prefill chunk (all in the unprefilled suffix).
     pub prefill_seqs: u32,
+    /// The first `decode_seqs` running sequences (all prefilled) decode one token each.
     pub decode_seqs: u32,
 }
 
@@ -112,44 +137,51 @@ pub struct PlanCtx<'a> {
     pub max_batch: usize,
     /// Token budget per iteration (chunked).
     pub token_budget: u32,
+    /// `running[..prefilled]` have finished their prefill, `running[prefilled..]` have not.
+    pub prefilled: usize,
+    /// Current time [s], stamped on a sequence's first admission.
+    pub now: f64,
+    /// Admission number the next admitted sequence gets.
+    pub next_admit: u64,
 }
 
 impl PlanCtx<'_> {
-    /// Moves `seq` into the running set if the KV cache lets it in (paged: its prefill's
-    /// blocks above the watermark; reserve: already reserved at arrival). Returns it back
-    /// on refusal.
-    pub fn try_admit(&mut self, mut seq: Seq) -> Result<(), Seq> {
+    /// Whether the KV cache lets `head` (still at the head of its queue) in now: paged,
+    /// takes its prefill's blocks above the watermark; reserve, its blocks were reserved at
+    /// arrival. Returns the blocks it will hold, to pass to [`PlanCtx::admit`].
+    pub fn take_blocks_for(&mut self, head: &Seq) -> Option<u64> {
         if self.kv.mode() == crate::config::KvMode::Paged {
-            let need = self.kv.blocks_for(seq.prefill_target as u64);
-            if !self.kv.try_take_above_watermark(need) {
-                return Err(seq);
-            }
-            seq.blocks = need;
+            let need = self.kv.blocks_for(head.prefill_target as u64);
+            self.kv.try_take_above_watermark(need).then_some(need)
+        } else {
+            Some(head.blocks)
         }
+    }
+
+    /// Moves `seq` into the running set holding `blocks` (from
+    /// [`PlanCtx::take_blocks_for`]).
+    pub fn admit(&mut self, mut seq: Seq, blocks: u64) {
+        seq.blocks = blocks;
         seq.chunk = 0;
-        seq.decode = false;
+        seq.admit_seq = self.next_admit;
+        self.next_admit += 1;
+        if seq.admitted.is_nan() {
+            seq.admitted = self.now;
+        }
         self.running.push(seq);
-        Ok(())
     }
 
     /// Plan in which every prefilled running sequence decodes and every unprefilled one
     /// prefills its whole remaining target (prefill priority: if anything prefills,
-    /// nothing decodes).
+    /// nothing decodes). O(unprefilled).
     pub fn plan_prefill_priority(&mut self) -> Plan {
         let mut plan = Plan::default();
-        for s in self.running.iter_mut() {
-            s.decode = false;
-            s.chunk = 0;
-            if !s.prefill_done() {
-                s.chunk = s.prefill_target - s.prefilled;
-                plan.prefill_tokens += s.chunk as u64;
-                plan.prefill_seqs += 1;
-            }
+        for s in &mut self.running[self.prefilled..] {
+            s.chunk = s.prefill_target - s.prefilled;
+            plan.prefill_tokens += s.chunk as u64;
+            plan.prefill_seqs += 1;
         }
         if plan.prefill_seqs == 0 {
-            for s in self.running.iter_mut() {
-                s.decode = true;
-            }
             plan.decode_seqs = self.running.len() as u32;
         }
         plan
@@ -202,11 +234,11 @@ impl Fifo {
     /// blocking: stops at the first refusal, as vLLM's FCFS does).
     pub fn admit_while(&mut self, ctx: &mut PlanCtx<'_>, limit: usize) {
         while ctx.running.len() < limit {
-            let Some(s) = self.q.pop_front() else { break };
-            if let Err(s) = ctx.try_admit(s) {
-                self.q.push_front(s);
+            let Some(blocks) = self.q.front().and_then(|s| ctx.take_blocks_for(s)) else {
                 break;
-            }
+            };
+            let s = self.q.pop_front().expect("the head was just seen");
+            ctx.admit(s, blocks);
         }
     }
 

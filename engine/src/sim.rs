@@ -4,8 +4,23 @@
 //! Time advances iteration by iteration, but between admissions, completions, block
 //! boundaries (paged) and the horizon the batch is constant, so a run of identical decode
 //! iterations is **jumped in one step**: cost does not grow with output length. Time over
-//! such a run is `t0 + k·d` from the run's anchor, so results do not depend on how a run is
-//! split, and per-token metrics (max inter-token gap, stalls) stay exact.
+//! such a run is `t0 + k·d` from the run's anchor; the gap of a run's first token is
+//! `at(1) − last token` and every later gap in it is `d`, so per-token metrics (max
+//! inter-token gap, stalls) stay exact.
+//!
+//! **The decode set.** A step does not touch every running sequence either. The running
+//! set is kept as `[decode set | other prefilled | unprefilled]` in admission order. Every
+//! member of the decode set gets a token at every *decode tick* (an iteration in which it
+//! decodes), so its per-token fields are kept lazily against a global decode clock:
+//! tokens = tokens at join + ticks since; stalls = a prefix count of ticks whose gap
+//! exceeded the threshold; max gap = a monotonic stack of suffix maxima of the tick gaps,
+//! queried by binary search; finishing order = a min-heap of finish ticks (ties in
+//! admission order, the order completions are recorded in). A sequence whose last token
+//! was not the previous tick (its first token, or one at the end of its prefill) emits
+//! individually and then joins. A pure decode step is therefore O(log B), a prefill
+//! iteration O(joiners), a completion O(log B) plus the removal from the running vector.
+//! Paged KV (block growth needs every sequence's length) and context-dependent costs keep
+//! every field exact instead (O(B) per step), with the same arithmetic.
 //!
 //! Arrivals that fall inside an iteration are admitted at their own arrival time against
 //! the reservations as they stand (releases happen only at iteration ends); an arrival at
@@ -20,6 +35,8 @@ use crate::record::{Outcome, RequestRecord};
 use crate::scheduler::{with_scheduler, Plan, PlanCtx, Scheduler, Seq};
 use crate::workload::Request;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// One sample of the server's state.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -132,10 +149,94 @@ struct Anchor {
     epoch: u64,
 }
 
+/// The global decode clock behind the lazy per-token bookkeeping (see the module docs).
+///
+/// A *tick* is an iteration in which the decode set decodes. Members of the decode set
+/// hold their per-token fields as of tick [`Seq::tick0`]; [`DecodeClock::sync`] brings a
+/// member up to date from the clock's prefix count of stalls and its suffix maxima of gaps.
+#[derive(Debug, Default)]
+struct DecodeClock {
+    /// Ticks so far.
+    ticks: u64,
+    /// End of the last tick [s].
+    last_t: f64,
+    /// Ticks whose gap exceeded the stall threshold, since the start (a prefix count).
+    stall_ticks: u64,
+    /// Suffix maxima of the tick gaps: `(last tick of a stretch, gap)`, ticks increasing
+    /// and gaps strictly decreasing, so the largest gap among the ticks after `t` is the
+    /// first entry whose tick is after `t` (a monotonic stack).
+    gaps: Vec<(u64, f64)>,
+    /// Finish ticks of the decode set's members as `(tick, admit_seq)`, earliest first;
+    /// equal ticks pop in admission order, the running set's order.
+    finish: BinaryHeap<Reverse<(u64, u64)>>,
+}
+
+impl DecodeClock {
+    /// Records the gap of the ticks since the last record up to `last` (`n` of them, all
+    /// with the same gap [s]).
+    #[inline]
+    fn push_gaps(&mut self, last: u64, n: u64, gap: f64, stall_threshold: f64) {
+        if gap > stall_threshold {
+            self.stall_ticks += n;
+        }
+        while self.gaps.last().is_some_and(|&(_, g)| g <= gap) {
+            self.gaps.pop();
+        }
+        self.gaps.push((last, gap));
+    }
+
+    /// Largest gap among the ticks after `tick` [s], if there were any.
+    #[inline]
+    fn max_gap_after(&self, tick: u64) -> Option<f64> {
+        let i = self.gaps.partition_point(|&(t, _)| t <= tick);
+        self.gaps.get(i).map(|&(_, g)| g)
+    }
+
+    /// Brings a decode-set member's per-token fields up to the current tick.
+    #[inline]
+    fn sync(&self, s: &mut Seq) {
+        let n = self.ticks - s.tick0;
+        if n == 0 {
+            return;
+        }
+        s.generated += n as u32;
+        s.kv_tokens += n;
+        s.stalls += (self.stall_ticks - s.stall0) as u32;
+        if let Some(g) = self.max_gap_after(s.tick0) {
+            if g > s.max_gap {
+                s.max_gap = g;
+            }
+        }
+        s.last_token = self.last_t;
+        s.tick0 = self.ticks;
+        s.stall0 = self.stall_ticks;
+    }
+
+    /// Makes `s`, which has just emitted the token of the current tick individually, a
+    /// member of the decode set.
+    #[inline]
+    fn join(&mut self, s: &mut Seq) {
+        s.tick0 = self.ticks;
+        s.stall0 = self.stall_ticks;
+        self.finish
+            .push(Reverse((self.ticks + s.remaining() as u64, s.admit_seq)));
+    }
+}
+
 struct Sim<'a, S: Scheduler> {
     cfg: &'a SimConfig,
     sched: &'a mut S,
+    /// In admission order: `[decode set | other prefilled | unprefilled]`, split at
+    /// `attached` and `prefilled`.
     running: Vec<Seq>,
+    /// `running[..attached]` is the decode set (always 0 when not `lazy`).
+    attached: usize,
+    /// `running[..prefilled]` have finished their prefill.
+    prefilled: usize,
+    next_admit: u64,
+    /// Whether the decode set is used (not paged, context-independent cost).
+    lazy: bool,
+    clock: DecodeClock,
     kv: KvCache,
     t: f64,
     acc: Accumulator,
@@ -155,6 +256,7 @@ struct Sim<'a, S: Scheduler> {
     cut: bool,
     max_in_system: u64,
     context_cost: bool,
+    stall_threshold: f64,
     last_event: f64,
     cost: PreparedCost,
 }
@@ -173,10 +275,17 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         } else {
             f64::INFINITY
         };
+        let paged = s.kv_mode == KvMode::Paged;
+        let context_cost = cfg.cost.depends_on_context();
         Sim {
             cfg,
             sched,
             running: Vec::with_capacity(s.max_batch.min(4096) as usize),
+            attached: 0,
+            prefilled: 0,
+            next_admit: 0,
+            lazy: !paged && !context_cost,
+            clock: DecodeClock::default(),
             kv,
             t: 0.0,
             acc: Accumulator::new(cfg.metrics.clone()),
@@ -193,14 +302,15 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             },
             epoch: 0,
             anchor: None,
-            paged: s.kv_mode == KvMode::Paged,
+            paged,
             emit_at_prefill: cfg.first_token == FirstToken::AfterPrefill,
             cut: cfg.end == EndRule::Cut,
             max_in_system: match s.admission {
                 Admission::All => u64::MAX,
                 Admission::MaxInSystem { max_in_system } => max_in_system as u64,
             },
-            context_cost: cfg.cost.depends_on_context(),
+            context_cost,
+            stall_threshold: cfg.metrics.stall_threshold_s,
             last_event: 0.0,
             cost: PreparedCost::new(&cfg.cost, s.max_batch),
         }
@@ -249,13 +359,29 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             kv: &mut self.kv,
             max_batch: self.cfg.server.max_batch as usize,
             token_budget: self.cfg.server.token_budget,
+            prefilled: self.prefilled,
+            now: self.t,
+            next_admit: self.next_admit,
         };
         let before = ctx.running.len();
         let plan = self.sched.plan(&mut ctx);
+        self.next_admit = ctx.next_admit;
         if self.running.len() != before {
             self.epoch += 1;
         }
+        debug_assert!(self.shape_ok(), "running set is [prefilled | unprefilled]");
         plan
+    }
+
+    /// The running set's invariant: sorted by admission, prefilled prefix, decode set
+    /// within it.
+    fn shape_ok(&self) -> bool {
+        let r = &self.running;
+        self.attached <= self.prefilled
+            && self.prefilled <= r.len()
+            && r[..self.prefilled].iter().all(Seq::prefill_done)
+            && !r[self.prefilled..].iter().any(Seq::prefill_done)
+            && r.windows(2).all(|w| w[0].admit_seq < w[1].admit_seq)
     }
 
     fn advance_to(&mut self, t: f64) {
@@ -269,13 +395,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
 
     fn sample(&mut self) {
         if self.t >= self.ts_next {
-            self.ts_next = self.t + self.ts_every;
-            self.timeseries.push(TimePoint {
-                t_s: self.t,
-                waiting: self.sched.waiting_len() as u32,
-                running: self.running.len() as u32,
-                kv_used_tokens: self.kv.used_blocks() * self.kv.block_size(),
-            });
+            self.sample_at(self.t);
         }
     }
 
@@ -321,9 +441,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 stalls: 0,
                 preemptions: 0,
                 outcome: Outcome::Rejected,
+                admitted_s: None,
             });
         }
-        if self.sample_due(r.arrival) {
+        if r.arrival >= self.ts_next {
             self.sample_at(r.arrival);
         }
     }
@@ -336,10 +457,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
-    fn sample_due(&self, t: f64) -> bool {
-        t >= self.ts_next
-    }
-
     fn sample_at(&mut self, t: f64) {
         self.ts_next = t + self.ts_every;
         self.timeseries.push(TimePoint {
@@ -350,11 +467,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         });
     }
 
-    /// Extra blocks the decoding sequences need to run `k` more decode iterations.
-    fn blocks_needed(&self, k: u64) -> u64 {
-        self.running
+    /// Extra blocks the first `decoders` running sequences need to run `k` more decode
+    /// iterations (paged, so every field is exact).
+    fn blocks_needed(&self, k: u64, decoders: usize) -> u64 {
+        self.running[..decoders]
             .iter()
-            .filter(|s| s.decode)
             .map(|s| self.kv.blocks_for(s.kv_tokens + k).saturating_sub(s.blocks))
             .sum()
     }
@@ -364,14 +481,13 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// recently admitted requests (recompute) until that fits. Admission then only sees
     /// what is left, so a victim cannot be re-admitted into the room its eviction made.
     fn secure_decode_blocks(&mut self) {
-        for s in &mut self.running {
-            s.decode = s.prefill_done();
-        }
+        debug_assert_eq!(self.attached, 0, "paged runs keep every field exact");
         let mut preempted = false;
-        while self.blocks_needed(1) > self.kv.free_blocks() {
+        while self.blocks_needed(1, self.prefilled) > self.kv.free_blocks() {
             let Some(mut s) = self.running.pop() else {
                 break;
             };
+            self.prefilled = self.prefilled.min(self.running.len());
             self.kv.release(s.blocks);
             s.blocks = 0;
             s.kv_tokens = 0;
@@ -379,25 +495,22 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.prefill_target = s.req.prompt + s.generated;
             s.preemptions += 1;
             s.chunk = 0;
-            s.decode = false;
             self.sched.requeue_preempted(s);
             preempted = true;
         }
         if preempted {
             self.epoch += 1;
         }
-        self.grow_blocks(1);
-        for s in &mut self.running {
-            s.decode = false;
-        }
+        self.grow_blocks(1, self.prefilled);
     }
 
-    fn grow_blocks(&mut self, k: u64) {
+    /// Paged: gives the first `decoders` running sequences the blocks for `k` more tokens.
+    fn grow_blocks(&mut self, k: u64, decoders: usize) {
         if !self.paged {
             return;
         }
         let mut take = 0;
-        for s in self.running.iter_mut().filter(|s| s.decode) {
+        for s in &mut self.running[..decoders] {
             let want = self.kv.blocks_for(s.kv_tokens + k);
             if want > s.blocks {
                 take += want - s.blocks;
@@ -406,6 +519,55 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let ok = self.kv.try_take(take);
         debug_assert!(ok, "make_room guarantees the blocks");
+    }
+
+    /// One decode tick of the first `decoders` running sequences, ending at `t`: the
+    /// decode set gets it lazily, the others emit individually (and join the decode set
+    /// when `lazy`). Returns whether a decoder finished.
+    fn decode_tick(&mut self, t: f64, decoders: usize) -> bool {
+        let thr = self.stall_threshold;
+        if !self.lazy {
+            let mut finished = false;
+            for s in &mut self.running[..decoders] {
+                emit(s, t, thr);
+                s.kv_tokens += 1;
+                finished |= s.generated >= s.req.output;
+            }
+            return finished;
+        }
+        if decoders < self.attached {
+            self.leave_decode_set(decoders);
+        }
+        let c = &mut self.clock;
+        c.ticks += 1;
+        if self.attached > 0 {
+            c.push_gaps(c.ticks, 1, t - c.last_t, thr);
+        } else {
+            // Nobody's history reaches back before this tick.
+            c.gaps.clear();
+        }
+        c.last_t = t;
+        for s in &mut self.running[self.attached..decoders] {
+            emit(s, t, thr);
+            s.kv_tokens += 1;
+            c.join(s);
+        }
+        self.attached = decoders;
+        c.finish.peek().is_some_and(|e| e.0 .0 == c.ticks)
+    }
+
+    /// Takes `running[from..attached]` out of the decode set (they do not decode in the
+    /// next iteration): their fields are made exact and the finish heap is rebuilt. Only a
+    /// chunked budget too small for every decode gets here.
+    fn leave_decode_set(&mut self, from: usize) {
+        for s in &mut self.running[from..self.attached] {
+            self.clock.sync(s);
+        }
+        self.attached = from;
+        self.clock.finish = self.running[..from]
+            .iter()
+            .map(|s| Reverse((s.tick0 + s.remaining() as u64, s.admit_seq)))
+            .collect();
     }
 
     /// One iteration of any shape.
@@ -419,34 +581,43 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             prefill_tokens: plan.prefill_tokens,
             prefill_seqs: plan.prefill_seqs,
             decode_seqs: plan.decode_seqs,
-            context_tokens: self.running.iter().map(|s| s.kv_tokens).sum(),
+            context_tokens: if self.context_cost {
+                // Not lazy, so every kv_tokens is exact.
+                self.running.iter().map(|s| s.kv_tokens).sum()
+            } else {
+                0
+            },
         };
         let d = self.cost.iteration(&shape);
         let t_end = self.t + d;
         if self.cut && t_end > self.cfg.horizon_s {
             return Step::Stop;
         }
-        self.grow_blocks(1);
+        let decoders = plan.decode_seqs as usize;
+        self.grow_blocks(1, decoders);
         while let Some(r) = requests.next_if(|r| r.arrival < t_end) {
             self.arrive(r);
         }
-        let thr = self.cfg.metrics.stall_threshold_s;
+        let mut finished = decoders > 0 && self.decode_tick(t_end, decoders);
+        let thr = self.stall_threshold;
         let emit_at_prefill = self.emit_at_prefill;
-        let mut finished = false;
-        for s in &mut self.running {
-            if s.decode {
-                emit(s, t_end, thr);
-                s.kv_tokens += 1;
-            } else if s.chunk > 0 {
+        for s in &mut self.running[self.prefilled..] {
+            if s.chunk > 0 {
                 s.prefilled += s.chunk;
                 s.kv_tokens += s.chunk as u64;
                 if s.prefill_done() && emit_at_prefill {
                     emit(s, t_end, thr);
+                    finished |= s.generated >= s.req.output;
                 }
+                s.chunk = 0;
             }
-            s.chunk = 0;
-            s.decode = false;
-            finished |= s.generated >= s.req.output;
+        }
+        while self
+            .running
+            .get(self.prefilled)
+            .is_some_and(Seq::prefill_done)
+        {
+            self.prefilled += 1;
         }
         self.stats.iterations += 1;
         self.stats.steps += 1;
@@ -476,13 +647,16 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             },
         };
         let at = |i: u64| a.t0 + (a.iters + i) as f64 * d;
-        let mut k = self
-            .running
+        // Until the first completion: the decode set's earliest finish, and the others'.
+        let mut k = self.running[self.attached..]
             .iter()
             .map(|s| s.remaining() as u64)
             .min()
-            .unwrap_or(1)
-            .max(1);
+            .unwrap_or(u64::MAX);
+        if let Some(e) = self.clock.finish.peek() {
+            k = k.min(e.0 .0 - self.clock.ticks);
+        }
+        let mut k = k.max(1);
         // Stop at the first boundary at or after an arrival that could join.
         if let Some(r) = requests.peek() {
             if self
@@ -503,12 +677,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         if self.paged {
             let free = self.kv.free_blocks();
-            if self.blocks_needed(k) > free {
+            if self.blocks_needed(k, n) > free {
                 // Largest k whose block growth fits (need(1) fits: make_room ran).
                 let (mut lo, mut hi) = (1, k);
                 while lo < hi {
                     let mid = lo + (hi - lo).div_ceil(2);
-                    if self.blocks_needed(mid) <= free {
+                    if self.blocks_needed(mid, n) <= free {
                         lo = mid;
                     } else {
                         hi = mid - 1;
@@ -516,29 +690,36 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 }
                 k = lo;
             }
-            self.grow_blocks(k);
+            self.grow_blocks(k, n);
         }
         let t_end = at(k);
-        let t1 = at(1);
         while let Some(r) = requests.next_if(|r| r.arrival < t_end) {
             self.arrive(r);
         }
-        let thr = self.cfg.metrics.stall_threshold_s;
-        let ku = k as u32;
-        let mut finished = false;
-        for s in &mut self.running {
-            emit(s, t1, thr);
-            if k >= 2 {
-                s.max_gap = s.max_gap.max(d);
-                if d > thr {
-                    s.stalls += ku - 1;
+        let thr = self.stall_threshold;
+        let mut finished = self.decode_tick(at(1), n);
+        if k >= 2 {
+            // Ticks 2..=k all have the gap d.
+            if self.lazy {
+                let c = &mut self.clock;
+                c.ticks += k - 1;
+                c.push_gaps(c.ticks, k - 1, d, thr);
+                c.last_t = t_end;
+                finished = c.finish.peek().is_some_and(|e| e.0 .0 == c.ticks);
+            } else {
+                let ku = (k - 1) as u32;
+                finished = false;
+                for s in &mut self.running {
+                    s.max_gap = s.max_gap.max(d);
+                    if d > thr {
+                        s.stalls += ku;
+                    }
+                    s.generated += ku;
+                    s.last_token = t_end;
+                    s.kv_tokens += k - 1;
+                    finished |= s.generated >= s.req.output;
                 }
             }
-            s.generated += ku - 1;
-            s.last_token = t_end;
-            s.kv_tokens += k;
-            s.decode = false;
-            finished |= s.generated >= s.req.output;
         }
         self.anchor = Some(Anchor {
             iters: a.iters + k,
@@ -553,20 +734,52 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         Step::Continue
     }
 
-    /// Removes finished sequences at the current time (one pass, order kept).
+    /// Removes finished sequences at the current time, in running-set order: decode-set
+    /// members from the finish heap, the others by a scan.
     fn complete(&mut self) {
         let t = self.t;
         let mut done = 0;
-        for s in self.running.extract_if(.., |s| s.generated >= s.req.output) {
-            self.kv.release(s.blocks);
-            self.stats.sojourn_sum_s += t - s.req.arrival;
-            let rec = record_of(&s, Some(t), Outcome::Completed);
-            self.acc.push(&rec);
-            if self.cfg.keep_records {
-                self.records.push(rec);
+        while let Some(&Reverse((tick, id))) = self.clock.finish.peek() {
+            if tick != self.clock.ticks {
+                break;
             }
+            self.clock.finish.pop();
+            let i = self.running[..self.attached]
+                .binary_search_by_key(&id, |s| s.admit_seq)
+                .expect("a finish entry belongs to the decode set");
+            let mut s = self.running.remove(i);
+            self.attached -= 1;
+            self.prefilled -= 1;
+            self.clock.sync(&mut s);
+            depart(
+                &s,
+                t,
+                &mut self.kv,
+                &mut self.stats,
+                &mut self.acc,
+                &mut self.records,
+                self.cfg.keep_records,
+            );
             done += 1;
         }
+        // Finished sequences outside the decode set (all prefilled).
+        let mut removed = 0;
+        for s in self.running.extract_if(self.attached..self.prefilled, |s| {
+            s.generated >= s.req.output
+        }) {
+            depart(
+                &s,
+                t,
+                &mut self.kv,
+                &mut self.stats,
+                &mut self.acc,
+                &mut self.records,
+                self.cfg.keep_records,
+            );
+            removed += 1;
+        }
+        self.prefilled -= removed as usize;
+        done += removed;
         if done > 0 {
             self.in_system -= done;
             self.stats.departed += done;
@@ -591,6 +804,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             let h = self.cfg.horizon_s;
             self.area += self.in_system as f64 * (h - self.area_t).max(0.0);
             self.area_t = h;
+            for s in &mut self.running[..self.attached] {
+                self.clock.sync(s);
+            }
             let mut left: Vec<Seq> = std::mem::take(&mut self.running);
             left.extend(self.sched.drain());
             left.sort_by_key(|s| s.req.id);
@@ -626,8 +842,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
 /// Emits one token at `t`.
 #[inline]
 fn emit(s: &mut Seq, t: f64, stall_threshold: f64) {
-    if s.first_token.is_none() {
-        s.first_token = Some(t);
+    if s.first_token.is_nan() {
+        s.first_token = t;
     } else {
         let gap = t - s.last_token;
         if gap > s.max_gap {
@@ -641,12 +857,31 @@ fn emit(s: &mut Seq, t: f64, stall_threshold: f64) {
     s.generated += 1;
 }
 
+/// Releases a completed sequence's KV and records it.
+fn depart(
+    s: &Seq,
+    t: f64,
+    kv: &mut KvCache,
+    stats: &mut RunStats,
+    acc: &mut Accumulator,
+    records: &mut Vec<RequestRecord>,
+    keep: bool,
+) {
+    kv.release(s.blocks);
+    stats.sojourn_sum_s += t - s.req.arrival;
+    let rec = record_of(s, Some(t), Outcome::Completed);
+    acc.push(&rec);
+    if keep {
+        records.push(rec);
+    }
+}
+
 fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
     RequestRecord {
         id: s.req.id,
         class: s.req.class,
         arrival_s: s.req.arrival,
-        first_token_s: s.first_token,
+        first_token_s: (!s.first_token.is_nan()).then_some(s.first_token),
         finish_s: finish,
         prompt_tokens: s.req.prompt,
         output_tokens: s.generated,
@@ -654,6 +889,7 @@ fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
         stalls: s.stalls,
         preemptions: s.preemptions,
         outcome,
+        admitted_s: (!s.admitted.is_nan()).then_some(s.admitted),
     }
 }
 

@@ -49,6 +49,7 @@ impl Quantiles {
         }
     }
 
+    #[inline]
     pub fn push(&mut self, x: f64) {
         self.n += 1;
         self.sum += x;
@@ -58,15 +59,21 @@ impl Quantiles {
             None => {
                 self.exact.push(x);
                 if self.exact.len() > EXACT_SAMPLES {
-                    let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-                    for v in self.exact.drain(..) {
-                        record(&mut h, v);
-                    }
-                    self.exact = Vec::new();
-                    self.hist = Some(h);
+                    self.switch_to_histogram();
                 }
             }
         }
+    }
+
+    /// Moves the exact values into the histogram (once, past [`EXACT_SAMPLES`]).
+    #[cold]
+    fn switch_to_histogram(&mut self) {
+        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+        for v in self.exact.drain(..) {
+            record(&mut h, v);
+        }
+        self.exact = Vec::new();
+        self.hist = Some(h);
     }
 
     /// Whether percentiles are exact (no histogram yet).
@@ -102,22 +109,25 @@ impl Quantiles {
         if self.hist.is_none() {
             // Type 7 by selection, not a full sort: each rank is selected within the part
             // above the previous one; the upper neighbour is the minimum above the rank.
-            let xs = &mut self.exact[..];
-            let n = xs.len();
+            // Selection runs on integer keys ordered as `f64::total_cmp` orders the values.
+            let mut keys: Vec<i64> = std::mem::take(&mut self.exact)
+                .into_iter()
+                .map(total_order_key)
+                .collect();
+            let n = keys.len();
             let mut from = 0;
             for (i, q) in qs.iter().enumerate() {
                 let pos = q * (n - 1) as f64;
                 let lo = pos.floor() as usize;
                 let frac = pos - lo as f64;
                 if lo >= from {
-                    xs[from..].select_nth_unstable_by(lo - from, f64::total_cmp);
+                    keys[from..].select_nth_unstable(lo - from);
                     from = lo;
                 }
-                let a = xs[lo];
-                let b = if lo + 1 < n {
-                    xs[lo + 1..].iter().copied().fold(f64::INFINITY, f64::min)
-                } else {
-                    a
+                let a = from_total_order_key(keys[lo]);
+                let b = match keys.get(lo + 1..).and_then(|up| up.iter().min()) {
+                    Some(&k) => from_total_order_key(k),
+                    None => a,
                 };
                 v[i] = Some(a + (b - a) * frac);
             }
@@ -137,6 +147,19 @@ impl Quantiles {
             max: Some(self.max),
         }
     }
+}
+
+/// An integer whose order is `f64::total_cmp`'s order of `x` (the transform
+/// `total_cmp` itself applies); its own inverse.
+#[inline]
+fn total_order_key(x: f64) -> i64 {
+    let b = x.to_bits() as i64;
+    b ^ (((b >> 63) as u64) >> 1) as i64
+}
+
+#[inline]
+fn from_total_order_key(k: i64) -> f64 {
+    f64::from_bits((k ^ (((k >> 63) as u64) >> 1) as i64) as u64)
 }
 
 fn record(h: &mut Histogram<u64>, x: f64) {

@@ -16,36 +16,27 @@ impl Scheduler for Chunked {
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         let mut budget = ctx.token_budget;
         let mut plan = Plan::default();
-        // 1. decodes
-        for s in ctx.running.iter_mut() {
-            s.chunk = 0;
-            s.decode = s.prefill_done() && budget > 0;
-            if s.decode {
-                budget -= 1;
-                plan.decode_seqs += 1;
-            }
-        }
-        // 2. partly prefilled running requests
-        for s in ctx.running.iter_mut() {
+        // 1. decodes: the prefilled prefix, in admission order, while the budget lasts
+        let decodes = ctx.prefilled.min(budget as usize);
+        plan.decode_seqs = decodes as u32;
+        budget -= decodes as u32;
+        // 2. partly prefilled running requests (the unprefilled suffix)
+        for s in &mut ctx.running[ctx.prefilled..] {
             if budget == 0 {
                 break;
             }
-            if !s.prefill_done() {
-                s.chunk = (s.prefill_target - s.prefilled).min(budget);
-                budget -= s.chunk;
-                plan.prefill_tokens += s.chunk as u64;
-                plan.prefill_seqs += 1;
-            }
+            s.chunk = (s.prefill_target - s.prefilled).min(budget);
+            budget -= s.chunk;
+            plan.prefill_tokens += s.chunk as u64;
+            plan.prefill_seqs += 1;
         }
         // 3. new requests
         while budget > 0 && ctx.running.len() < ctx.max_batch {
-            let Some(s) = self.waiting.pop_front() else {
+            let Some(blocks) = self.waiting.front().and_then(|s| ctx.take_blocks_for(s)) else {
                 break;
             };
-            if let Err(s) = ctx.try_admit(s) {
-                self.waiting.push_front(s);
-                break;
-            }
+            let s = self.waiting.pop_front().expect("the head was just seen");
+            ctx.admit(s, blocks);
             let s = ctx.running.last_mut().expect("just admitted");
             s.chunk = s.prefill_target.min(budget);
             budget -= s.chunk;

@@ -52,14 +52,11 @@ impl Scheduler for Sjf {
     }
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
         while ctx.running.len() < ctx.max_batch {
-            let Some(Reverse(e)) = self.heap.pop() else {
+            let Some(blocks) = self.heap.peek().and_then(|e| ctx.take_blocks_for(&e.0.seq)) else {
                 break;
             };
-            let key = e.key;
-            if let Err(seq) = ctx.try_admit(e.seq) {
-                self.heap.push(Reverse(Entry { key, seq }));
-                break;
-            }
+            let Reverse(e) = self.heap.pop().expect("the head was just seen");
+            ctx.admit(e.seq, blocks);
         }
         ctx.plan_prefill_priority()
     }
