@@ -220,6 +220,19 @@ struct ServerModel {
     budget: u32,
 }
 
+/// How [`sim_config`] models the server's KV cache, in words.
+fn kv_text(m: &ServerModel) -> String {
+    if m.block_size <= 1 {
+        "token-granular `reserve` KV (a slot holds its own context)".into()
+    } else {
+        format!(
+            "`paged` KV of {} blocks × {} tokens read from the server, recompute preemption",
+            m.kv_tokens / m.block_size as u64,
+            m.block_size
+        )
+    }
+}
+
 fn sim_config(m: &ServerModel, cost: &CostModel, requests: Vec<TraceRequest>) -> SimConfig {
     let mut c = SimConfig::vllm_like(1.0);
     c.workload = Workload {
@@ -582,9 +595,10 @@ fn markdown(
     let _ = writeln!(s, "# Simulator vs real server\n\n```text\n{command}\n```\n");
     let _ = writeln!(
         s,
-        "Server: {} slots, {} KV tokens (per slot {}), token budget {} (`-b`). Model: \
-         `chunked`, max_batch = slots, token-granular `reserve` KV, budget = `-b`, first \
-         token after prefill, drain; cost = fitted **{:?}** (linear fit relative RMS {:.1} %). \
+        "Server: {} slots, {} KV tokens (per slot {}), token budget {} (llama.cpp `-b`, vLLM \
+         `max_num_batched_tokens`). Model: `chunked`, max_batch = slots, {}, budget as the \
+         server's, first token after prefill, drain; cost = fitted **{:?}** (linear fit \
+         relative RMS {:.1} %). \
          Workload: ShareGPT lengths × {}, prompt + output ≤ {cap}, Poisson, seed {}, {} \
          requests per rate, the same trace replayed against the server and simulated. \
          Predicted saturation {:.2} req/s.\n",
@@ -592,6 +606,7 @@ fn markdown(
         m.kv_tokens,
         m.per_slot.map_or("-".into(), |p| p.to_string()),
         m.budget,
+        kv_text(m),
         args.cost,
         f.linear_rel_rms * 100.0,
         args.scale,
