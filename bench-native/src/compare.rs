@@ -441,7 +441,8 @@ pub fn configs_csv(rows: &[ConfigRow]) -> String {
     s
 }
 
-fn command_line() -> String {
+/// The command as typed, with the program shown as `bench-native` (for the top of result files).
+pub(crate) fn command_line() -> String {
     let args: Vec<String> = std::env::args().collect();
     let prog = Path::new(args.first().map_or("bench-native", String::as_str))
         .file_name()

@@ -680,7 +680,7 @@ fn markdown(
 
 /// Entry point of the subcommand.
 pub fn execute(args: ValidateArgs) -> anyhow::Result<()> {
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = crate::compare::command_line();
     let r = validate(&args, &command)?;
     print!(
         "{}",
