@@ -57,17 +57,20 @@ async function open(url) {
 const sweepDone = (page, prev) => page.waitForFunction((p) => {
   const d = document.documentElement.dataset.sweepDone; return d && d !== p;
 }, prev, { timeout: 60000 });
-async function chartPixels(page) {
-  return page.evaluate(() => {
-    const c = document.getElementById('chart');
+async function chartPixels(page, id = 'chart') {
+  return page.evaluate((id) => {
+    const c = document.getElementById(id);
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
     let nonWhite = 0, hash = 0;
     for (let i = 0; i < d.length; i += 4) {
       if (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250) { nonWhite++; hash = (hash * 31 + i + d[i] + d[i + 2]) | 0; }
     }
     return { nonWhite, hash };
-  });
+  }, id);
 }
+const lessonDone = (page, prev) => page.waitForFunction((p) => {
+  const d = document.documentElement.dataset.lessonDone; return d && d !== p;
+}, prev, { timeout: 60000 });
 
 const { page, errors, t0 } = await open(base);
 let first;
@@ -144,7 +147,55 @@ await check('other views draw (CDF, over time, timeline)', async () => {
     assert(px.nonWhite > 3000, `${label} looks blank`);
     await page.screenshot({ path: path.join(shots, file), fullPage: true });
   }
+  // The timeline's hover names one request's three phases.
+  const box = await page.locator('#chart').boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForTimeout(100);
+  const hover = await page.textContent('#hover');
+  assert(/request \d+: arrived .* (waiting .* prefill .* decode|rejected)/.test(hover), `timeline hover: ${hover}`);
   await page.click('button.tab:has-text("Load curves")');
+});
+await check('Learn view: a lesson runs live, a control changes it, the URL follows', async () => {
+  const learn = await open(`${base}?view=learn&lesson=2`);
+  const p = learn.page;
+  await lessonDone(p, null);
+  const title = await p.textContent('#lesson-title');
+  assert(/^2\. Batching/.test(title), title);
+  const before = await p.textContent('#lesson-readings');
+  const px0 = await chartPixels(p, 'lesson-chart');
+  assert(px0.nonWhite > 3000, `lesson chart looks blank (${px0.nonWhite})`);
+  const prev = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.$eval('input[data-lesson-key="B"]', (el) => { el.value = '5'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await lessonDone(p, prev);
+  await p.waitForTimeout(100);
+  const after = await p.textContent('#lesson-readings');
+  assert(after !== before && /B = 32/.test(after), `readings did not follow B: ${after}`);
+  const px1 = await chartPixels(p, 'lesson-chart');
+  assert(px1.hash !== px0.hash, 'the lesson chart did not change');
+  assert(p.url().includes('view=learn') && p.url().includes('lesson=2') && p.url().includes('B=32'), `URL: ${p.url()}`);
+  numbers.lesson_ms = Number(await p.evaluate(() => document.documentElement.dataset.lessonMs));
+  await p.screenshot({ path: path.join(shots, 'learn.png'), fullPage: true });
+  for (const n of [1, 3, 4, 5]) {
+    const d = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+    await p.click(`#lesson-${n}`);
+    await lessonDone(p, d);
+    await p.waitForTimeout(100);
+    const px = await chartPixels(p, 'lesson-chart');
+    assert(px.nonWhite > 3000, `lesson ${n} chart looks blank`);
+    const ms = Number(await p.evaluate(() => document.documentElement.dataset.lessonMs));
+    numbers[`lesson_${n}_ms`] = ms;
+    assert(p.url().includes(`lesson=${n}`), p.url());
+    await p.screenshot({ path: path.join(shots, `learn-${n}.png`), fullPage: true });
+  }
+  await p.click('#lesson-1');
+  await p.waitForSelector('#lesson-check.ok', { timeout: 60000 });
+  assert(/Little's law/.test(await p.textContent('#lesson-check')), 'no Little check');
+  // Back to the calculator: it sweeps now, and the URL is the calculator's again.
+  await p.click('#view-calculator');
+  await sweepDone(p, null);
+  assert(!p.url().includes('view=learn') && p.url().includes('preset='), `URL: ${p.url()}`);
+  assert(learn.errors.length === 0, learn.errors.join(' | '));
+  await p.close();
 });
 await check('reference grid (800 runs) runs in the workers', async () => {
   await page.click('.bench summary');
@@ -166,6 +217,7 @@ await browser.close();
 server.close();
 fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
-  `800-run reference grid ${numbers.grid_800_runs_ms} ms; wasm ${numbers.wasm_gzip_bytes} bytes gzipped`);
+  `800-run reference grid ${numbers.grid_800_runs_ms} ms; wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
+  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms} ms`);
 console.log(`e2e: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

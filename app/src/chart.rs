@@ -40,6 +40,13 @@ impl Geometry {
         let (a, b) = (self.x_px.0 as f64, self.x_px.1 as f64);
         (px >= a && px <= b && b > a).then(|| self.x.0 + (px - a) / (b - a) * (self.x.1 - self.x.0))
     }
+
+    /// Data y at pixel `py` (None outside the plot area; pixel rows grow downwards).
+    pub fn y_at(&self, py: f64) -> Option<f64> {
+        let (top, bottom) = (self.y_px.0 as f64, self.y_px.1 as f64);
+        (py >= top && py <= bottom && bottom > top)
+            .then(|| self.y.1 - (py - top) / (bottom - top) * (self.y.1 - self.y.0))
+    }
 }
 
 /// Everything the load-curve chart shows.
@@ -441,6 +448,11 @@ pub fn draw_timeseries<DB: DrawingBackend>(
 pub struct Span {
     /// Arrival [s].
     pub arrival: f64,
+    /// Entered the running set for the first time: start of its first prefill [s]
+    /// (None: rejected, never admitted, or not recorded — then waiting and prefill are
+    /// drawn as one phase).
+    #[serde(default)]
+    pub admitted: Option<f64>,
     /// First token [s] (None: rejected or unfinished before it).
     pub first_token: Option<f64>,
     /// Finish [s].
@@ -448,14 +460,73 @@ pub struct Span {
     pub rejected: bool,
 }
 
-/// Request timeline: one row per request, waiting + prefill (arrival → first token) and
-/// decode (first token → finish).
+impl Span {
+    /// The timeline span of a request record.
+    pub fn of(r: &engine::record::RequestRecord) -> Span {
+        Span {
+            arrival: r.arrival_s,
+            admitted: r.admitted_s,
+            first_token: r.first_token_s,
+            finish: r.finish_s,
+            rejected: r.outcome == engine::record::Outcome::Rejected,
+        }
+    }
+
+    /// (waiting, prefill, decode) durations [s], where known. Without an admission time
+    /// the waiting phase is None and "prefill" runs from arrival to the first token.
+    pub fn phases(&self) -> (Option<f64>, Option<f64>, Option<f64>) {
+        let wait = self.admitted.map(|a| a - self.arrival);
+        let start = self.admitted.unwrap_or(self.arrival);
+        let prefill = self.first_token.map(|f| f - start);
+        let decode = match (self.first_token, self.finish) {
+            (Some(f), Some(e)) => Some(e - f),
+            _ => None,
+        };
+        (wait, prefill, decode)
+    }
+
+    /// One line for the hover read-out.
+    pub fn describe(&self, index: usize) -> String {
+        let ms = |v: Option<f64>| {
+            v.map(|x| format!("{:.0} ms", x * 1e3))
+                .unwrap_or_else(|| "—".into())
+        };
+        if self.rejected {
+            return format!("request {index}: arrived {:.2} s, rejected", self.arrival);
+        }
+        let (w, p, d) = self.phases();
+        let head = format!("request {index}: arrived {:.2} s", self.arrival);
+        let tail = if self.finish.is_none() {
+            " (unfinished)"
+        } else {
+            ""
+        };
+        match w {
+            Some(_) => format!(
+                "{head} · waiting {} · prefill {} · decode {}{tail}",
+                ms(w),
+                ms(p),
+                ms(d)
+            ),
+            None => format!(
+                "{head} · waiting + prefill {} · decode {}{tail}",
+                ms(p),
+                ms(d)
+            ),
+        }
+    }
+}
+
+/// Request timeline: one row per request — waiting (arrival → admitted), prefill
+/// (admitted → first token), decode (first token → finish); rejected requests crossed.
+/// `first_token_after_decode` (the reference rules) says so in the prefill legend.
 ///
 /// # Errors
 /// The backend's drawing error, as text.
 pub fn draw_timeline<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     spans: &[Span],
+    first_token_after_decode: bool,
 ) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
     let tmax = nice_max(
@@ -483,22 +554,54 @@ pub fn draw_timeline<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
-    let wait = MODEL_COLORS[0];
+    let wait = RGBColor(190, 190, 190);
+    let pre = MODEL_COLORS[0];
     let dec = SIM;
     let rej = MEASURED_COLORS[0];
     let row = |i: usize| (i as f64 + 0.1, i as f64 + 0.9);
+    let any_admitted = spans.iter().any(|s| s.admitted.is_some());
+    let any_merged = spans
+        .iter()
+        .any(|s| s.admitted.is_none() && !s.rejected && s.first_token.is_some());
+    if any_admitted {
+        chart
+            .draw_series(spans.iter().enumerate().filter_map(|(i, s)| {
+                let (a, b) = row(i);
+                let end = s.admitted?;
+                (end > s.arrival).then(|| Rectangle::new([(s.arrival, a), (end, b)], wait.filled()))
+            }))
+            .map_err(err)?
+            .label("waiting (arrival → admitted)")
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], wait.filled()));
+    }
+    let pre_label = match (any_admitted, first_token_after_decode) {
+        (true, false) => "prefill (admitted → first token)",
+        (true, true) => "prefill + 1st decode step (reference rules: token 1 after it)",
+        (false, _) => "waiting + prefill (until first token)",
+    };
     chart
         .draw_series(spans.iter().enumerate().filter_map(|(i, s)| {
             let (a, b) = row(i);
+            let start = s.admitted.unwrap_or(s.arrival);
             let end = s.first_token.or(s.finish)?;
             Some(Rectangle::new(
-                [(s.arrival, a), (end, b)],
-                wait.mix(0.8).filled(),
+                [(start, a), (end, b)],
+                pre.mix(0.85).filled(),
             ))
         }))
         .map_err(err)?
-        .label("waiting + prefill (until first token)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], wait.filled()));
+        .label(pre_label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], pre.filled()));
+    if any_admitted && any_merged {
+        // Measured requests mixed in have no admission time: say so.
+        chart
+            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+            .map_err(err)?
+            .label("(no admission time recorded: waiting included)")
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 18, y + 5)], pre.mix(0.4).filled())
+            });
+    }
     chart
         .draw_series(spans.iter().enumerate().filter_map(|(i, s)| {
             let (a, b) = row(i);
@@ -508,7 +611,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
             ))
         }))
         .map_err(err)?
-        .label("decode")
+        .label("decode (first token → finish)")
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], dec.filled()));
     chart
         .draw_series(
@@ -519,11 +622,11 @@ pub fn draw_timeline<DB: DrawingBackend>(
                 .map(|(i, s)| Cross::new((s.arrival, i as f64 + 0.5), 4, rej.stroke_width(2))),
         )
         .map_err(err)?
-        .label("rejected")
+        .label("rejected (at arrival)")
         .legend(move |(x, y)| Cross::new((x + 9, y), 4, rej.stroke_width(2)));
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(200, 200, 200))
         .label_font(("sans-serif", 13))
@@ -531,6 +634,317 @@ pub fn draw_timeline<DB: DrawingBackend>(
         .map_err(err)?;
     area.present().map_err(err)?;
     Ok(geometry(&chart, x, y))
+}
+
+/// Colour `i` of the page's palette: 0 = simulation blue, then the model colours, then
+/// the measured colours.
+pub fn palette(i: u8) -> RGBColor {
+    match i as usize {
+        0 => SIM,
+        i if i <= MODEL_COLORS.len() => MODEL_COLORS[i - 1],
+        i => MEASURED_COLORS[(i - 1 - MODEL_COLORS.len()) % MEASURED_COLORS.len()],
+    }
+}
+
+/// One line and/or set of dots of an [`XyPanel`].
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Series {
+    pub name: String,
+    /// Index into [`palette`].
+    pub color: u8,
+    pub points: Vec<(f64, f64)>,
+    /// Join the points with a line.
+    pub line: bool,
+    /// Mark each point with a dot.
+    pub dots: bool,
+}
+
+/// A plain x–y chart: the lessons' charts (several stack into one canvas).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct XyPanel {
+    pub x_desc: String,
+    pub y_desc: String,
+    pub series: Vec<Series>,
+    /// Labelled vertical lines (the chosen value, a capacity…) in data x.
+    pub vlines: Vec<(String, f64)>,
+    /// Labelled horizontal lines in data y.
+    pub hlines: Vec<(String, f64)>,
+    /// Plot x on a log₂ axis (x > 0), labelled with the plain values.
+    pub x_log2: bool,
+    /// Cap of the y axis (values above are clipped to it); None = fit the data.
+    pub y_cap: Option<f64>,
+    /// Start the x axis at zero (else at the smallest x).
+    pub x_from_zero: bool,
+    /// Where the legend goes (out of the data's way).
+    #[serde(default)]
+    pub legend: Corner,
+}
+
+/// A corner of a chart, for its legend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Corner {
+    #[default]
+    UpperLeft,
+    UpperRight,
+    LowerRight,
+}
+
+/// Splits a line into the pieces that stay at or below `cap`, ending each piece where
+/// it crosses the cap (so a clipped line leaves the chart instead of running along its
+/// top edge).
+pub fn clip_line(pts: &[(f64, f64)], cap: f64) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    for (i, &(x, y)) in pts.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|j| pts[j]);
+        let cross = |(x0, y0): (f64, f64)| (x0 + (x - x0) * (cap - y0) / (y - y0), cap);
+        match prev {
+            Some(p) if (p.1 > cap) != (y > cap) => {
+                let c = cross(p);
+                if y > cap {
+                    out.last_mut().expect("non-empty").push(c);
+                    out.push(Vec::new());
+                } else {
+                    out.last_mut().expect("non-empty").push(c);
+                    out.last_mut().expect("non-empty").push((x, y));
+                }
+            }
+            _ if y <= cap => out.last_mut().expect("non-empty").push((x, y)),
+            _ => {}
+        }
+    }
+    out.retain(|s| s.len() > 1 || s.iter().any(|q| q.1 < cap));
+    out
+}
+
+/// The nearest point of every series of every panel to data x `x` (in the panel's own
+/// axis: log₂ for log panels), as one hover line.
+pub fn panels_hover_text(panels: &[XyPanel], x: f64) -> String {
+    let mut parts = Vec::new();
+    for p in panels {
+        let x_real = if p.x_log2 { 2f64.powf(x) } else { x };
+        for s in &p.series {
+            let Some(&(px, py)) = s.points.iter().min_by(|a, b| {
+                let d = |q: f64| {
+                    if p.x_log2 {
+                        (q.max(1e-9).log2() - x).abs()
+                    } else {
+                        (q - x_real).abs()
+                    }
+                };
+                d(a.0).total_cmp(&d(b.0))
+            }) else {
+                continue;
+            };
+            parts.push(format!("{} at {}: {}", s.name, short(px), short(py)));
+        }
+    }
+    parts.join(" · ")
+}
+
+fn short(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Stacks `panels` vertically on `area`; the returned geometry is the first panel's.
+///
+/// # Errors
+/// The backend's drawing error, as text.
+pub fn draw_panels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panels: &[XyPanel],
+) -> DrawResult {
+    area.fill(&WHITE).map_err(err)?;
+    let n = panels.len().max(1);
+    let areas = area.split_evenly((n, 1));
+    let mut first = None;
+    for (p, a) in panels.iter().zip(areas.iter()) {
+        let g = draw_panel(a, p)?;
+        first.get_or_insert(g);
+    }
+    area.present().map_err(err)?;
+    Ok(first.unwrap_or_default())
+}
+
+fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &XyPanel) -> DrawResult {
+    let tx = |x: f64| if p.x_log2 { x.max(1e-9).log2() } else { x };
+    let xs = p
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|q| q.0))
+        .chain(p.vlines.iter().map(|v| v.1))
+        .map(tx)
+        .filter(|x| x.is_finite());
+    let (mut x0, mut x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+        (a.min(x), b.max(x))
+    });
+    if !x0.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if p.x_from_zero {
+        x0 = x0.min(0.0);
+    }
+    if p.x_log2 {
+        (x0, x1) = (x0 - 0.3, x1 + 0.3);
+    } else {
+        x1 = x0 + nice_max(x1 - x0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let ymax = p
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|q| q.1))
+        .chain(p.hlines.iter().map(|h| h.1))
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max);
+    let ymax = match p.y_cap {
+        Some(c) => ymax.min(c),
+        None => ymax,
+    };
+    let y = (0.0, nice_max(ymax));
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1, y.0..y.1)
+        .map_err(err)?;
+    let log2 = p.x_log2;
+    let fmt_x = move |v: &f64| {
+        if log2 {
+            let b = 2f64.powf(*v);
+            if (b - b.round()).abs() < 0.02 {
+                format!("{}", b.round())
+            } else {
+                String::new()
+            }
+        } else {
+            let s = format!("{v:.3}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+    };
+    let fmt_y = |v: &f64| {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    chart
+        .configure_mesh()
+        .x_desc(p.x_desc.as_str())
+        .y_desc(p.y_desc.as_str())
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&fmt_y)
+        .x_labels(if log2 {
+            ((x1 - x0) * 4.0) as usize + 1
+        } else {
+            10
+        })
+        .light_line_style(RGBColor(235, 235, 235))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    for s in &p.series {
+        let col = palette(s.color);
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|&(a, b)| (tx(a), b))
+            .filter(|(a, b)| a.is_finite() && b.is_finite())
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let mut labelled = false;
+        if s.line {
+            for piece in clip_line(&pts, y.1) {
+                let drawn = chart
+                    .draw_series(LineSeries::new(piece, col.stroke_width(2)))
+                    .map_err(err)?;
+                if !labelled {
+                    drawn.label(s.name.clone()).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                    });
+                    labelled = true;
+                }
+            }
+        }
+        if s.dots {
+            let d = chart
+                .draw_series(
+                    pts.iter()
+                        .filter(|(_, b)| *b <= y.1)
+                        .map(|&(a, b)| Circle::new((a, b), 4, col.filled())),
+                )
+                .map_err(err)?;
+            if !labelled {
+                d.label(s.name.clone())
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 4, col.filled()));
+            }
+        }
+    }
+    let grey = RGBColor(110, 110, 110);
+    for (label, v) in &p.vlines {
+        let v = tx(*v);
+        if v < x0 || v > x1 {
+            continue;
+        }
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(v, y.0), (v, y.1)],
+                grey.stroke_width(1),
+            )))
+            .map_err(err)?;
+        // Labels in the right half end at their line, so they stay on the chart.
+        let right = v > x0 + 0.5 * (x1 - x0);
+        let hpos = if right {
+            plotters::style::text_anchor::HPos::Right
+        } else {
+            plotters::style::text_anchor::HPos::Left
+        };
+        let style = ("sans-serif", 12).into_font().color(&grey).pos(
+            plotters::style::text_anchor::Pos::new(hpos, plotters::style::text_anchor::VPos::Top),
+        );
+        let pad = (x1 - x0) * 0.004 * if right { -1.0 } else { 1.0 };
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!(" {label} "),
+                (v + pad, y.1),
+                style,
+            )))
+            .map_err(err)?;
+    }
+    for (label, h) in &p.hlines {
+        if *h > y.1 {
+            continue;
+        }
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x0, *h), (x1, *h)],
+                grey.stroke_width(1),
+            )))
+            .map_err(err)?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey));
+    }
+    chart
+        .configure_series_labels()
+        .position(match p.legend {
+            Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
+            Corner::UpperRight => SeriesLabelPosition::UpperRight,
+            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+        })
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(err)?;
+    Ok(geometry(&chart, (x0, x1), y))
 }
 
 #[cfg(test)]
@@ -649,24 +1063,144 @@ mod tests {
         let spans = vec![
             Span {
                 arrival: 0.0,
+                admitted: Some(0.1),
                 first_token: Some(0.2),
                 finish: Some(1.0),
                 rejected: false,
             },
             Span {
                 arrival: 0.5,
-                first_token: None,
-                finish: None,
                 rejected: true,
+                ..Span::default()
             },
         ];
         let s = svg(|root| {
-            draw_timeline(root, &spans).unwrap();
+            draw_timeline(root, &spans, false).unwrap();
         });
         assert!(
-            s.matches("<rect").count() >= 3,
-            "two bars plus the background"
+            s.matches("<rect").count() >= 4,
+            "three phases plus the background"
         );
-        assert!(s.contains("rejected"));
+        assert!(s.contains("rejected") && s.contains("waiting (arrival"));
+        assert!(s.contains("prefill (admitted"));
+        let s = svg(|root| {
+            draw_timeline(root, &spans, true).unwrap();
+        });
+        assert!(
+            s.contains("reference rules"),
+            "the legend says the first token waits for a decode"
+        );
+        // Measured spans (no admission time) keep the merged phase.
+        let merged = [Span {
+            admitted: None,
+            ..spans[0]
+        }];
+        let s = svg(|root| {
+            draw_timeline(root, &merged, false).unwrap();
+        });
+        assert!(s.contains("waiting + prefill") && !s.contains("waiting (arrival"));
+    }
+
+    #[test]
+    fn clipped_lines_leave_the_chart_at_the_cap() {
+        let pts = [(0.0, 1.0), (1.0, 3.0), (2.0, 5.0), (3.0, 1.0), (4.0, 2.0)];
+        let pieces = clip_line(&pts, 4.0);
+        assert_eq!(pieces.len(), 2, "{pieces:?}");
+        assert_eq!(pieces[0], vec![(0.0, 1.0), (1.0, 3.0), (1.5, 4.0)]);
+        assert_eq!(pieces[1], vec![(2.25, 4.0), (3.0, 1.0), (4.0, 2.0)]);
+        assert_eq!(clip_line(&[(0.0, 9.0), (1.0, 9.0)], 4.0).len(), 0);
+        assert_eq!(clip_line(&pts, 10.0), vec![pts.to_vec()]);
+    }
+
+    #[test]
+    fn span_phases_and_hover_text() {
+        let s = Span {
+            arrival: 1.0,
+            admitted: Some(1.25),
+            first_token: Some(1.3),
+            finish: Some(2.3),
+            rejected: false,
+        };
+        let (w, p, d) = s.phases();
+        assert!((w.unwrap() - 0.25).abs() < 1e-12);
+        assert!((p.unwrap() - 0.05).abs() < 1e-12);
+        assert!((d.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(
+            s.describe(3),
+            "request 3: arrived 1.00 s · waiting 250 ms · prefill 50 ms · decode 1000 ms"
+        );
+        let r = Span {
+            arrival: 2.0,
+            rejected: true,
+            ..Span::default()
+        };
+        assert!(r.describe(4).ends_with("rejected"));
+        let m = Span {
+            admitted: None,
+            ..s
+        };
+        assert!(m.describe(0).contains("waiting + prefill 300 ms"));
+        let rec = engine::record::RequestRecord {
+            id: 0,
+            class: 0,
+            arrival_s: 1.0,
+            first_token_s: Some(1.3),
+            finish_s: Some(2.3),
+            prompt_tokens: 10,
+            output_tokens: 5,
+            max_gap_s: 0.0,
+            stalls: 0,
+            preemptions: 0,
+            outcome: engine::record::Outcome::Completed,
+            admitted_s: Some(1.25),
+        };
+        assert_eq!(Span::of(&rec), s);
+    }
+
+    #[test]
+    fn panels_draw_series_lines_and_log_axis() {
+        let p = XyPanel {
+            x_desc: "B".into(),
+            y_desc: "tokens/s".into(),
+            series: vec![
+                Series {
+                    name: "sim".into(),
+                    color: 0,
+                    points: vec![(1.0, 10.0), (8.0, 60.0), (64.0, 90.0)],
+                    line: true,
+                    dots: true,
+                },
+                Series {
+                    name: "model".into(),
+                    color: 1,
+                    points: vec![(1.0, 12.0), (64.0, 1e9)],
+                    line: true,
+                    dots: false,
+                },
+            ],
+            vlines: vec![("B = 8".into(), 8.0)],
+            hlines: vec![("goal".into(), 50.0)],
+            x_log2: true,
+            y_cap: Some(100.0),
+            x_from_zero: false,
+            legend: Corner::UpperRight,
+        };
+        let mut g = Geometry::default();
+        let s = svg(|root| g = draw_panels(root, &[p.clone(), p.clone()]).unwrap());
+        assert_eq!(s.matches("<circle").count(), 6, "three dots per panel");
+        for want in [" B = 8 ", "goal\n", "\n64\n", "\n8\n"] {
+            assert!(s.contains(want), "{want} missing from {s}");
+        }
+        assert!(g.y.1 < 200.0, "the cap holds the axis: {g:?}");
+        assert!(g.x.0 < 0.0 && g.x.1 > 6.0, "log2 axis: {g:?}");
+        let mid = (g.y_px.0 + g.y_px.1) as f64 / 2.0;
+        assert!((g.y_at(mid).unwrap() - g.y.1 / 2.0).abs() < 1.0);
+        assert_eq!(
+            panels_hover_text(std::slice::from_ref(&p), 2.5),
+            "sim at 8.00: 60.00 · model at 1.00: 12.00"
+        );
+        assert_eq!(palette(0), SIM);
+        assert_eq!(palette(1), MODEL_COLORS[0]);
+        assert_eq!(palette(6), MEASURED_COLORS[0]);
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::chart::{Span, StatePoint};
 use crate::curves::CurvePoint;
+use crate::learn::{LessonOutput, LessonState};
 use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
@@ -29,6 +30,8 @@ pub enum Task {
     Detail { rate: f64 },
     /// The analytical models at these rates, the capacity bounds and the SLO capacity.
     Models { rates: Vec<f64> },
+    /// One lesson's experiment (the Learn view); the job's `params` are not used.
+    Lesson { state: LessonState },
 }
 
 impl Task {
@@ -36,7 +39,7 @@ impl Task {
     pub fn runs(&self, seeds: u32) -> u32 {
         match self {
             Task::Curve { .. } | Task::Grid { .. } => seeds,
-            Task::Detail { .. } | Task::Models { .. } => 1,
+            Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. } => 1,
         }
     }
 }
@@ -59,6 +62,10 @@ pub struct Detail {
     pub series: Vec<StatePoint>,
     /// The first requests of the run (timeline).
     pub spans: Vec<Span>,
+    /// The run's first token comes after the first decode step (reference rules), so the
+    /// timeline's "prefill" phase includes that step.
+    #[serde(default)]
+    pub first_token_after_decode: bool,
     pub kv_capacity: f64,
 }
 
@@ -104,6 +111,10 @@ pub enum Reply {
     Models {
         id: u64,
         models: Models,
+    },
+    Lesson {
+        id: u64,
+        output: LessonOutput,
     },
     /// This worker's share is finished.
     Done {
@@ -153,8 +164,14 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
                 id,
                 models: models(p, rates),
             }),
+            Task::Lesson { state } => {
+                crate::learn::run(state).map(|output| Reply::Lesson { id, output })
+            }
         };
-        if matches!(task, Task::Detail { .. } | Task::Models { .. }) {
+        if matches!(
+            task,
+            Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. }
+        ) {
             done += 1;
             send(Reply::Progress { id, done });
         }
@@ -216,18 +233,14 @@ fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
         .records
         .iter()
         .take(TIMELINE_REQUESTS)
-        .map(|r| Span {
-            arrival: r.arrival_s,
-            first_token: r.first_token_s,
-            finish: r.finish_s,
-            rejected: r.outcome == Outcome::Rejected,
-        })
+        .map(Span::of)
         .collect();
     Ok(Detail {
         rate,
         ttft,
         series,
         spans,
+        first_token_after_decode: p.reference_rules,
         kv_capacity: p.kv_tokens as f64,
     })
 }
@@ -453,6 +466,62 @@ mod tests {
         run(&job, &mut |r| replies.push(r));
         assert!(
             matches!(&replies[0], Reply::Error { message, .. } if message.contains("max_batch"))
+        );
+    }
+
+    #[test]
+    fn a_lesson_job_replies_with_its_output() {
+        let job = Job {
+            id: 3,
+            params: Params::default(),
+            tasks: vec![Task::Lesson {
+                state: LessonState::new(crate::learn::Lesson::HeadOfLine),
+            }],
+        };
+        let mut replies = Vec::new();
+        run(&job, &mut |r| replies.push(r));
+        let out = replies
+            .iter()
+            .find_map(|r| match r {
+                Reply::Lesson { id: 3, output } => Some(output.clone()),
+                _ => None,
+            })
+            .expect("a lesson reply");
+        assert_eq!(out.lesson, crate::learn::Lesson::HeadOfLine);
+        assert!(!out.panels.is_empty() && !out.readings.is_empty());
+        let text = serde_json::to_string(&Reply::Lesson {
+            id: 3,
+            output: out.clone(),
+        })
+        .unwrap();
+        let Reply::Lesson { output: back, .. } = serde_json::from_str(&text).unwrap() else {
+            panic!("not a lesson reply");
+        };
+        assert_eq!(back.readings, out.readings, "survives the JSON trip");
+        assert_eq!(back.panels.len(), out.panels.len());
+        assert_eq!(replies.last(), Some(&Reply::Done { id: 3 }));
+    }
+
+    #[test]
+    fn detail_spans_have_three_phases() {
+        let params = Params {
+            horizon_s: 60.0,
+            reference_rules: false,
+            ..Params::default()
+        };
+        let d = detail(&params, 6.0).unwrap();
+        assert!(!d.first_token_after_decode);
+        let admitted: Vec<&Span> = d.spans.iter().filter(|s| !s.rejected).collect();
+        assert!(!admitted.is_empty());
+        for s in admitted {
+            let (a, f) = (s.admitted.unwrap(), s.first_token.unwrap());
+            assert!(s.arrival <= a && a < f && f <= s.finish.unwrap(), "{s:?}");
+        }
+        assert!(
+            d.spans
+                .iter()
+                .any(|s| s.admitted.unwrap_or(0.0) > s.arrival),
+            "someone waited at λ = 6"
         );
     }
 

@@ -4,11 +4,15 @@
 //!
 //! Everything but the page glue is plain Rust tested natively: [`params`] (the view and
 //! its URL), [`measured`] (file parsers), [`curves`] (aggregation, CSV, capacity) and
-//! [`chart`] (plotters drawing, generic over the backend).
+//! [`chart`] (plotters drawing, generic over the backend), [`learn`] (the lessons and
+//! their experiments).
 
 pub mod chart;
 pub mod curves;
 pub mod job;
+pub mod learn;
+#[cfg(target_arch = "wasm32")]
+pub mod learn_ui;
 pub mod measured;
 pub mod metric;
 pub mod params;

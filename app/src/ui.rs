@@ -1,14 +1,18 @@
-//! The page (browser only): parameter panel, answer bar, charts, drop zone, share/export.
+//! The page (browser only): the Calculator view (parameter panel, answer bar, charts,
+//! drop zone, share/export) and the Learn view (lessons, [`crate::learn_ui`]).
 //!
 //! State lives in signals; the heavy work goes to the worker [`Pool`]. Every change of
-//! the parameters is written to the URL (`history.replaceState`) and, after a short
-//! debounce, starts a new sweep, cancelling the previous one.
+//! the parameters (or of the open lesson) is written to the URL (`history.replaceState`)
+//! and, after a short debounce, starts a new sweep or lesson run, cancelling the previous
+//! one. The calculator only sweeps while it is shown.
 
 use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
 use crate::curves::{capacity_at_slo, interpolate, to_csv, CurvePoint, PointError};
 use crate::job::{
     model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
 };
+use crate::learn::{wants_learn, LessonState};
+use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{Arrivals, Cost, Lengths, Params, Preset};
@@ -29,6 +33,13 @@ pub enum Tab {
     Cdf,
     Time,
     Timeline,
+}
+
+/// Which view of the page is shown (SPEC Appendix B's [Calculator] [Learn]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Calculator,
+    Learn,
 }
 
 /// Progress of the current sweep.
@@ -89,6 +100,12 @@ struct Ctx {
     geo: RwSignal<Geometry>,
     hover: RwSignal<Option<String>>,
     param_err: RwSignal<Option<String>>,
+    view: RwSignal<View>,
+    learn: LearnSignals,
+    /// The parameters of the last sweep started (None: none, or it was cancelled).
+    swept: StoredValue<Option<Params>>,
+    /// The lesson state of the last lesson run started (None: none, or cancelled).
+    learnt: StoredValue<Option<LessonState>>,
 }
 
 thread_local! {
@@ -108,6 +125,35 @@ fn next_id() -> u64 {
 }
 
 fn on_reply(c: Ctx, w: usize, reply: Reply) {
+    let lesson_id = c.learn.run.with_untracked(|r| r.id);
+    match &reply {
+        Reply::Lesson { id, output } if *id == lesson_id => {
+            let output = output.clone();
+            let mut ms = 0.0;
+            c.learn.run.update(|r| {
+                ms = now_ms() - r.started_ms;
+                r.elapsed_ms = Some(ms);
+                r.running = false;
+                r.output = Some(output);
+            });
+            set_root_data("lesson-ms", &format!("{ms:.0}"));
+            set_root_data("lesson-done", &lesson_id.to_string());
+            return;
+        }
+        Reply::Error { id, message } if *id == lesson_id => {
+            let message = message.clone();
+            c.learn.run.update(|r| {
+                r.running = false;
+                r.error = Some(message);
+            });
+            return;
+        }
+        Reply::Error { id: 0, message } if c.view.get_untracked() == View::Learn => {
+            let message = message.clone();
+            c.learn.run.update(|r| r.error = Some(message));
+        }
+        _ => {}
+    }
     let id = c.run.with_untracked(|r| r.id);
     match reply {
         Reply::Ready => {}
@@ -177,6 +223,9 @@ fn start_sweep(c: Ctx) {
     });
     let total = p.rates.len() as u32 * p.seeds + 2;
     let id = next_id();
+    c.swept.set_value(Some(p.clone()));
+    // Submitting cancels whatever the workers ran, a lesson included.
+    c.learnt.set_value(None);
     c.run.set(RunState {
         id,
         total,
@@ -203,6 +252,7 @@ fn start_grid(c: Ctx) {
     let Some(pool) = pool() else { return };
     let n = pool.borrow().len();
     let id = next_id();
+    c.swept.set_value(None);
     let mut tasks = reference_grid();
     tasks.reverse();
     let shares = shard(tasks, n);
@@ -226,6 +276,36 @@ fn start_grid(c: Ctx) {
         })
         .collect();
     pool.borrow_mut().submit(jobs);
+}
+
+/// Runs the open lesson in a worker (in place if there is no pool), cancelling whatever
+/// the workers were doing.
+fn start_lesson(c: Ctx) {
+    let state = c.learn.state.get_untracked();
+    let id = next_id();
+    c.learnt.set_value(Some(state.clone()));
+    c.swept.set_value(None);
+    c.learn.run.update(|r| {
+        r.id = id;
+        r.running = true;
+        r.error = None;
+        r.started_ms = now_ms();
+    });
+    match pool() {
+        Some(pool) => pool.borrow_mut().submit(vec![Job {
+            id,
+            params: Params::default(),
+            tasks: vec![Task::Lesson { state }],
+        }]),
+        None => {
+            let result = crate::learn::run(&state);
+            let reply = match result {
+                Ok(output) => Reply::Lesson { id, output },
+                Err(message) => Reply::Error { id, message },
+            };
+            on_reply(c, 0, reply);
+        }
+    }
 }
 
 fn cancel(c: Ctx) {
@@ -298,7 +378,7 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
         }
         Tab::Timeline => {
             let d = c.detail.get().unwrap_or_default();
-            draw_timeline(&root, &d.spans)
+            draw_timeline(&root, &d.spans, d.first_token_after_decode)
         }
     };
     match res {
@@ -525,7 +605,14 @@ fn error_table(c: Ctx) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     let search = window().location().search().unwrap_or_default();
-    let (initial, url_errs) = Params::from_query(&search);
+    let learn_first = wants_learn(&search);
+    // A lesson URL carries only the lesson's keys: the calculator starts at its default.
+    let (initial, url_errs) = if learn_first {
+        (Params::default(), Vec::new())
+    } else {
+        Params::from_query(&search)
+    };
+    let (lesson0, lesson_errs) = LessonState::from_query(&search);
     let c = Ctx {
         params: RwSignal::new(initial),
         points: RwSignal::new(Vec::new()),
@@ -539,28 +626,70 @@ pub fn App() -> impl IntoView {
         geo: RwSignal::new(Geometry::default()),
         hover: RwSignal::new(None),
         param_err: RwSignal::new((!url_errs.is_empty()).then(|| url_errs.join("; "))),
+        view: RwSignal::new(if learn_first {
+            View::Learn
+        } else {
+            View::Calculator
+        }),
+        learn: LearnSignals {
+            state: RwSignal::new(lesson0),
+            run: RwSignal::new(LessonRun {
+                error: (learn_first && !lesson_errs.is_empty()).then(|| lesson_errs.join("; ")),
+                ..LessonRun::default()
+            }),
+        },
+        swept: StoredValue::new(None),
+        learnt: StoredValue::new(None),
     };
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
 
-    // Parameters → URL, and (debounced) a new sweep.
-    let generation = StoredValue::new(0u64);
+    // The shown view's state → URL.
     Effect::new(move |_| {
-        let p = c.params.get();
-        let q = p.to_query();
+        let q = match c.view.get() {
+            View::Calculator => c.params.with(|p| p.to_query()),
+            View::Learn => c.learn.state.with(|s| s.to_query()),
+        };
         if let Ok(h) = window().history() {
             let _ =
                 h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&format!("?{q}")));
+        }
+    });
+    // Parameters (debounced) → a new sweep, while the calculator is shown and the
+    // parameters differ from the last sweep's.
+    let generation = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let p = c.params.get();
+        if c.view.get() != View::Calculator || c.swept.get_value().as_ref() == Some(&p) {
+            return;
         }
         generation.update_value(|g| *g += 1);
         let g = generation.get_value();
         set_timeout(
             move || {
-                if generation.get_value() == g {
+                if generation.get_value() == g && c.view.get_untracked() == View::Calculator {
                     start_sweep(c);
                 }
             },
             std::time::Duration::from_millis(60),
+        );
+    });
+    // Lesson state (debounced) → a new lesson run, while the Learn view is shown.
+    let lesson_generation = StoredValue::new(0u64);
+    Effect::new(move |_| {
+        let s = c.learn.state.get();
+        if c.view.get() != View::Learn || c.learnt.get_value().as_ref() == Some(&s) {
+            return;
+        }
+        lesson_generation.update_value(|g| *g += 1);
+        let g = lesson_generation.get_value();
+        set_timeout(
+            move || {
+                if lesson_generation.get_value() == g && c.view.get_untracked() == View::Learn {
+                    start_lesson(c);
+                }
+            },
+            std::time::Duration::from_millis(120),
         );
     });
 
@@ -627,7 +756,19 @@ pub fn App() -> impl IntoView {
                     s
                 }
                 Tab::Cdf => format!("TTFT = {xd:.3} s"),
-                Tab::Time | Tab::Timeline => format!("t = {xd:.2} s"),
+                Tab::Time => format!("t = {xd:.2} s"),
+                Tab::Timeline => {
+                    let row = g
+                        .y_at(ev.offset_y() as f64 * scale)
+                        .map(|v| v.floor().max(0.0) as usize);
+                    c.detail
+                        .with_untracked(|d| {
+                            let d = d.as_ref()?;
+                            let i = row?;
+                            d.spans.get(i).map(|s| s.describe(i))
+                        })
+                        .unwrap_or_else(|| format!("t = {xd:.2} s"))
+                }
             };
         c.hover.set(Some(text));
     };
@@ -660,7 +801,17 @@ pub fn App() -> impl IntoView {
         <header>
             <h1>"kvqueue"</h1>
             <span class="tagline">"How will this LLM server behave under load? A continuous-batching simulator with queueing models, in your browser."</span>
+            <nav class="views">
+                <button id="view-calculator" class="tab" class:active=move || c.view.get() == View::Calculator
+                    on:click=move |_| c.view.set(View::Calculator)>"Calculator"</button>
+                <button id="view-learn" class="tab" class:active=move || c.view.get() == View::Learn
+                    on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
+            </nav>
         </header>
+        <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
+            {learn_view(c.learn)}
+        </div>
+        <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
         <div class="toolbar">
             <label>"Preset "
                 <select id="preset" on:change=move |ev| {
@@ -804,6 +955,7 @@ pub fn App() -> impl IntoView {
                 </details>
             </section>
         </main>
+        </div>
         <footer>"Simulation: discrete-event model of an iteration-level batching engine (kvqueue engine, compiled to WebAssembly). Models: the reference study's M/M/C, birth–death chain and CTMC, and kvqueue's own. Sweeps run in Web Workers; nothing leaves your browser."</footer>
     }
 }

@@ -1,5 +1,5 @@
 //! Browser tests (headless Chromium via chromedriver): the chart code on a real canvas,
-//! and a small sweep job run inside wasm.
+//! a small sweep job run inside wasm, and a lesson of the Learn view run and rendered.
 #![cfg(target_arch = "wasm32")]
 
 use app::chart::{draw_load, LoadChart};
@@ -73,4 +73,72 @@ fn the_load_chart_paints_a_canvas() {
         blue > 50,
         "the simulation line is drawn ({blue} blue pixels)"
     );
+}
+
+fn canvas_non_white(canvas: &web_sys::HtmlCanvasElement) -> usize {
+    let ctx: web_sys::CanvasRenderingContext2d =
+        canvas.get_context("2d").unwrap().unwrap().unchecked_into();
+    let (w, h) = (canvas.width() as f64, canvas.height() as f64);
+    let data = ctx.get_image_data(0.0, 0.0, w, h).unwrap().data();
+    data.chunks(4)
+        .filter(|p| p[0] < 250 || p[1] < 250 || p[2] < 250)
+        .count()
+}
+
+async fn tick(ms: i32) {
+    let p = js_sys::Promise::new(&mut |resolve, _| {
+        web_sys::window()
+            .unwrap()
+            .set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms)
+            .unwrap();
+    });
+    wasm_bindgen_futures::JsFuture::from(p).await.unwrap();
+}
+
+#[wasm_bindgen_test]
+async fn a_lesson_runs_in_wasm_and_the_learn_view_renders_it() {
+    use app::learn::{run as run_lesson, Lesson, LessonState};
+    use app::learn_ui::{learn_view, LearnSignals, LessonRun};
+    use leptos::prelude::*;
+
+    let state = LessonState::new(Lesson::HeadOfLine);
+    let output = run_lesson(&state).unwrap();
+    assert_eq!(output.runs, 2);
+    let signals = LearnSignals {
+        state: RwSignal::new(state),
+        run: RwSignal::new(LessonRun::default()),
+    };
+    let doc = web_sys::window().unwrap().document().unwrap();
+    let host: web_sys::HtmlElement = doc.create_element("div").unwrap().unchecked_into();
+    doc.body().unwrap().append_child(&host).unwrap();
+    let handle = leptos::mount::mount_to(host.clone(), move || learn_view(signals));
+    signals.run.set(LessonRun {
+        output: Some(output),
+        elapsed_ms: Some(1.0),
+        ..LessonRun::default()
+    });
+    tick(50).await;
+    let text = host.text_content().unwrap_or_default();
+    assert!(text.contains("4. Head-of-line blocking"), "{text}");
+    assert!(text.contains("Try this:") && text.contains("worst gap p50 / p99"));
+    let canvas: web_sys::HtmlCanvasElement = doc
+        .get_element_by_id("lesson-chart")
+        .unwrap()
+        .unchecked_into();
+    let painted = canvas_non_white(&canvas);
+    assert!(
+        painted > 3000,
+        "the lesson chart is drawn ({painted} non-white pixels)"
+    );
+    // Picking another lesson resets the state to that lesson's defaults.
+    doc.get_element_by_id("lesson-2")
+        .unwrap()
+        .unchecked_into::<web_sys::HtmlElement>()
+        .click();
+    tick(10).await;
+    assert_eq!(
+        signals.state.get_untracked(),
+        LessonState::new(Lesson::Batching)
+    );
+    drop(handle);
 }
