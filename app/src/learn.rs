@@ -826,10 +826,10 @@ fn variance_params(sigma: f64) -> Params {
     }
 }
 
-/// Service-time moments (E[S], E[S²]) [s], [s²] and the prefill time [s] of lesson 5's
-/// server, from a sample of its lengths and the engine's cost model: S = prefill + (output
-/// − 1) decode steps of one sequence.
-fn service_moments(p: &Params) -> (f64, f64, f64) {
+/// Service-time moments (E[S], E[S²]) [s], [s²] of lesson 5's server, from a sample of
+/// its lengths and the engine's cost model: S = prefill + (output − 1) decode steps of one
+/// sequence.
+fn service_moments(p: &Params) -> (f64, f64) {
     let cfg = p.sim_config(1.0, 0);
     let reqs = p.workload(1.0).generate(11, 40_000.0).unwrap_or_default();
     let pre = cfg.cost.prefill(0, 1, p.prompt_median.round() as u64);
@@ -841,7 +841,7 @@ fn service_moments(p: &Params) -> (f64, f64, f64) {
         s1 += s;
         s2 += s * s;
     }
-    (s1 / n, s2 / n, pre)
+    (s1 / n, s2 / n)
 }
 
 fn variance(sigma: f64, rho: f64) -> Result<LessonOutput, String> {
@@ -858,16 +858,23 @@ fn variance(sigma: f64, rho: f64) -> Result<LessonOutput, String> {
     };
     for (s, name, col_sim, col_pk) in cases {
         let p = variance_params(s);
-        let (es, es2, pre) = service_moments(&p);
+        let (es, es2) = service_moments(&p);
         let cs2 = es2 / (es * es) - 1.0;
         let mut pts = Vec::new();
         let mut pk = Vec::new();
         let mut chosen = None;
         for &r in RHOS {
             let lambda = r / es;
-            let rep = sim(&p.sim_config(lambda, 5), &mut runs)?;
-            // Wait in queue = TTFT − prefill (prompts are all 256 tokens).
-            let wq = rep.summary.ttft.mean.map(|t| (t - pre).max(0.0));
+            let mut cfg = p.sim_config(lambda, 5);
+            cfg.keep_records = true;
+            let rep = sim(&cfg, &mut runs)?;
+            // Wait in queue = admission (start of prefill) − arrival, measured per request.
+            let wq = mean_of(
+                rep.records
+                    .iter()
+                    .filter(|r| r.outcome == Outcome::Completed)
+                    .filter_map(|r| r.admitted_s.map(|a| a - r.arrival_s)),
+            );
             let model = Mg1::new(lambda, es, es2)
                 .ok()
                 .and_then(|m| m.mean_wait().ok());
@@ -917,7 +924,7 @@ fn variance(sigma: f64, rho: f64) -> Result<LessonOutput, String> {
     Ok(LessonOutput {
         panels: vec![XyPanel {
             x_desc: "utilisation ρ = λ · E[S]".into(),
-            y_desc: "mean wait in queue W_q [s]".into(),
+            y_desc: "mean wait W_q (arrival → admitted) [s]".into(),
             series: series_v,
             vlines: vec![(format!("ρ = {rho}"), rho)],
             x_from_zero: true,
