@@ -174,6 +174,13 @@ await check('Learn view: a lesson runs live, a control changes it, the URL follo
   assert(px1.hash !== px0.hash, 'the lesson chart did not change');
   assert(p.url().includes('view=learn') && p.url().includes('lesson=2') && p.url().includes('B=32'), `URL: ${p.url()}`);
   numbers.lesson_ms = Number(await p.evaluate(() => document.documentElement.dataset.lessonMs));
+  const link = await p.inputValue('#lesson-url');
+  assert(link.endsWith('?view=learn&lesson=2&B=32'), `lesson link: ${link}`);
+  const lbox = await p.locator('#lesson-chart').boundingBox();
+  await p.mouse.move(lbox.x + lbox.width * 0.6, lbox.y + lbox.height * 0.3);
+  await p.waitForTimeout(100);
+  const lhover = await p.textContent('#lesson-hover');
+  assert(/throughput just past capacity \(simulation\) at \d+/.test(lhover), `lesson hover: ${lhover}`);
   await p.screenshot({ path: path.join(shots, 'learn.png'), fullPage: true });
   for (const n of [1, 3, 4, 5]) {
     const d = await p.evaluate(() => document.documentElement.dataset.lessonDone);

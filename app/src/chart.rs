@@ -742,7 +742,9 @@ pub fn panels_hover_text(panels: &[XyPanel], x: f64) -> String {
 }
 
 fn short(v: f64) -> String {
-    if v.abs() >= 100.0 {
+    if v.abs() < 1e6 && (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.2}")
@@ -1197,7 +1199,7 @@ mod tests {
         assert!((g.y_at(mid).unwrap() - g.y.1 / 2.0).abs() < 1.0);
         assert_eq!(
             panels_hover_text(std::slice::from_ref(&p), 2.5),
-            "sim at 8.00: 60.00 · model at 1.00: 12.00"
+            "sim at 8: 60 · model at 1: 12"
         );
         assert_eq!(palette(0), SIM);
         assert_eq!(palette(1), MODEL_COLORS[0]);

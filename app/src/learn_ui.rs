@@ -155,12 +155,26 @@ pub fn learn_view(s: LearnSignals) -> impl IntoView {
         })
     };
 
+    let share = move || {
+        s.state.with(|st| {
+            let loc = window().location();
+            format!(
+                "{}{}?{}",
+                loc.origin().unwrap_or_default(),
+                loc.pathname().unwrap_or_default(),
+                st.to_query()
+            )
+        })
+    };
+
     view! {
         <div class="learn" id="learn">
             <nav class="lessons">
                 <h2>"Lessons"</h2>
                 {nav}
                 <p class="hint">"Every chart here is computed live by the same simulator and queueing models as the calculator, in your browser."</p>
+                <h2>"Link to this lesson"</h2>
+                <input id="lesson-url" class="share" readonly prop:value=share title="copy this link: it opens this lesson with these settings" />
             </nav>
             <article class="lesson" id="lesson">
                 <h2 id="lesson-title">{move || format!("{}. {}", lesson().number(), lesson().title())}</h2>
