@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use engine::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
+use engine::config::{EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, TableCost};
 use engine::metrics::{Dist, Summary};
 use engine::workload::{ArrivalProcess, LengthDist};
@@ -63,6 +63,13 @@ pub enum Preset {
     Reference,
     /// vLLM-like: chunked prefill, paged KV (16-token blocks), ShareGPT, A10G table cost, drain.
     Vllm,
+    /// The `llama_cpp` server model: `llama-server -np B -c K -b BUDGET` (slots own K/B
+    /// tokens of KV each; requests capped at a slot; chunked prefill, decodes first).
+    LlamaCpp,
+    /// The `vllm_v1` server model: vLLM V1 with `--max-num-seqs B`, K tokens of paged KV in
+    /// --block-size blocks (16 unless given), `--max-num-batched-tokens BUDGET`; recompute
+    /// preemption, no watermark; ShareGPT, A10G table cost, drain.
+    VllmV1,
 }
 
 /// Model flags shared by `simulate` and `sweep`. Unset flags keep the preset's values.
@@ -139,6 +146,21 @@ impl ModelArgs {
         let mut c = match self.preset {
             Preset::Reference => SimConfig::reference(rate, max_batch, kv_tokens),
             Preset::Vllm => SimConfig::vllm_like(rate),
+            Preset::LlamaCpp => {
+                SimConfig::llama_cpp(rate, max_batch, kv_tokens, self.budget.unwrap_or(2048))
+            }
+            Preset::VllmV1 => {
+                let bs = self.block_size.unwrap_or(16).max(1);
+                SimConfig {
+                    server: ServerConfig::vllm_v1(
+                        max_batch,
+                        kv_tokens / bs as u64,
+                        bs,
+                        self.budget.unwrap_or(2048),
+                    ),
+                    ..SimConfig::vllm_like(rate)
+                }
+            }
         };
         c.server.max_batch = max_batch;
         c.server.kv_tokens = kv_tokens;
@@ -282,6 +304,8 @@ pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
     bench-native simulate --rate 2 --batch 8 --kv 8192\n  \
     bench-native simulate --preset vllm --rate 6 --batch 128 --kv 565904\n  \
     bench-native simulate --preset vllm --rate 20 --batch 256 --cost roofline:H100:Llama-3.1-8B:0.9:1\n  \
+    bench-native simulate --preset llama-cpp --batch 4 --kv 8192 --budget 512 --cost fit.json --rate 1   # llama-server -np 4 -c 8192 -b 512\n  \
+    bench-native simulate --preset vllm-v1 --batch 8 --kv 768 --block-size 128 --budget 512 --lengths fixed --prompt 128 --output 128 --rate 8\n  \
     bench-native simulate --rate 4 --policy chunked --kv-mode paged --block-size 16 --budget 512 --lengths sharegpt --drain --records run.csv")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s].

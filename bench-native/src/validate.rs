@@ -12,16 +12,18 @@
 //! 5. write `validate.md` + `validate.csv`: predicted vs measured mean/p50/p99 TTFT, mean
 //!    TPOT, mean E2E and throughput per rate, relative errors, and their median.
 //!
-//! **How a `llama-server` maps onto the engine** (`-np S -c C -b B`): `max_batch = S`
-//! (slots), `kv_tokens = C` token-granular (`block_size = 1`, `reserve`: a slot holds its
-//! whole context, so the slot count binds before KV does), the per-slot context `C / S`
-//! becomes the workload's `max_model_len` cap, policy `chunked` with `token_budget = B`
-//! (llama.cpp puts every decoding slot's token and then prompt tokens, in slot order, into
-//! one batch of at most `-b` tokens), first token after prefill, drain. `-b` is not in
-//! `/props`, so pass it as `--budget`. Not expressible with the engine's knobs: slot
-//! affinity (a request waits for a *free slot*, and the per-slot context split means KV is
-//! never shared between slots) — with prompt + output ≤ C / S both are exact anyway — and
-//! llama.cpp's HTTP thread / task queue hop between arrival and the next iteration.
+//! **How the server maps onto the engine**: the named server models of
+//! `engine::config::ServerConfig`. A `llama-server` (`-np S -c C -b B`, no KV blocks in
+//! its metadata) is `ServerConfig::llama_cpp(S, C, B)`: chunked prefill with decodes
+//! first and a `-b` budget, B = slots, token-granular KV in which waiting requests hold
+//! nothing, and the per-slot context `C / S` as the workload's `max_model_len` cap, so
+//! slots never block or preempt. A vLLM (KV blocks × block size from
+//! `vllm:cache_config_info`) is `ServerConfig::vllm_v1(max_num_seqs, blocks, block size,
+//! max_num_batched_tokens)`: chunked prefill, paged KV, recompute preemption, no
+//! watermark. Neither server publishes its budget (`-b`, `max_num_batched_tokens`): pass
+//! `--budget`; vLLM does not publish `max_num_seqs` either: pass `--slots`. Not modelled:
+//! llama.cpp's slot-order prompt chunks (we use admission order) and the HTTP thread /
+//! task queue hop between arrival and the next iteration; vLLM's prefix caching.
 //!
 //! Arrival rates default to fractions of the saturation throughput that the fitted model
 //! itself predicts (`--load`), so "light to past saturation" holds on a slow or loaded
@@ -32,7 +34,7 @@ use crate::fit;
 use crate::microbench::{self, DecodePoint, MicrobenchConfig, MicrobenchResult, PrefillPoint};
 use crate::run::{run_load, RunConfig, ServerArgs};
 use anyhow::{bail, Context};
-use engine::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
+use engine::config::{EndRule, FirstToken, ServerConfig, SimConfig};
 use engine::cost::CostModel;
 use engine::metrics::Summary;
 use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
@@ -223,10 +225,10 @@ struct ServerModel {
 /// How [`sim_config`] models the server's KV cache, in words.
 fn kv_text(m: &ServerModel) -> String {
     if m.block_size <= 1 {
-        "token-granular `reserve` KV (a slot holds its own context)".into()
+        "the `llama_cpp` server model (token-granular KV, each request capped at its slot's context, so slots never block or preempt)".into()
     } else {
         format!(
-            "`paged` KV of {} blocks × {} tokens read from the server, recompute preemption",
+            "the `vllm_v1` server model (`paged` KV of {} blocks × {} tokens read from the server, recompute preemption, no watermark)",
             m.kv_tokens / m.block_size as u64,
             m.block_size
         )
@@ -243,16 +245,17 @@ fn sim_config(m: &ServerModel, cost: &CostModel, requests: Vec<TraceRequest>) ->
         },
         max_model_len: None,
     };
-    c.server.policy = Policy::Chunked;
-    c.server.max_batch = m.slots;
-    c.server.kv_tokens = m.kv_tokens;
-    c.server.block_size = m.block_size;
-    c.server.kv_mode = if m.block_size <= 1 {
-        KvMode::Reserve
+    // The named server models (engine::config): what each server's scheduler does.
+    c.server = if m.block_size <= 1 {
+        ServerConfig::llama_cpp(m.slots, m.kv_tokens, m.budget)
     } else {
-        KvMode::Paged
+        ServerConfig::vllm_v1(
+            m.slots,
+            m.kv_tokens / m.block_size as u64,
+            m.block_size,
+            m.budget,
+        )
     };
-    c.server.token_budget = m.budget;
     c.cost = cost.clone();
     c.first_token = FirstToken::AfterPrefill;
     c.end = EndRule::Drain;

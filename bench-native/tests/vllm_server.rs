@@ -178,7 +178,7 @@ fn small_kv_cache_forces_preemptions_that_bench_native_records() {
         .unwrap();
     let last = lines
         .filter_map(|l| l.split(',').nth(col)?.parse::<f64>().ok())
-        .last()
+        .next_back()
         .expect("preemptions_total sampled");
     assert!(last >= 1.0, "the 1 s series saw the preemptions too");
 

@@ -130,6 +130,79 @@ impl Default for ServerConfig {
     }
 }
 
+impl ServerConfig {
+    /// llama.cpp's `llama-server -np SLOTS -c CTX -b BATCH`, as the simulator models it.
+    ///
+    /// What the server does (llama.cpp `tools/server`): a request takes a free slot or
+    /// waits in the server's queue; every iteration first adds one decode token for each
+    /// generating slot, then prompt tokens of the slots still prefilling until the batch
+    /// holds `-b` tokens (chunked prefill, decodes first); the first token is sampled when
+    /// a prompt's last chunk has been computed. `-c` is split equally: each slot owns
+    /// CTX / SLOTS tokens of KV that no other slot can use, so KV never blocks a free slot
+    /// and nothing is ever preempted; a prompt + output longer than a slot does not fit
+    /// (see [`SimConfig::llama_cpp`], which caps the workload at the slot).
+    ///
+    /// Mapping: `chunked`, B = SLOTS, budget = BATCH, token-granular `paged` KV of CTX
+    /// tokens without a watermark. Waiting requests hold no KV (unlike `reserve`, which
+    /// would reserve at arrival and reject), and with every request capped at
+    /// CTX / SLOTS the B running ones always fit: no blocking and no preemption, as with
+    /// slots.
+    /// Known difference: llama.cpp orders prompt chunks by slot index, the simulator by
+    /// admission (the same whenever at most one prompt is in progress).
+    pub fn llama_cpp(slots: u32, ctx_tokens: u64, batch: u32) -> ServerConfig {
+        ServerConfig {
+            policy: Policy::Chunked,
+            max_batch: slots,
+            kv_tokens: ctx_tokens,
+            block_size: 1,
+            token_budget: batch,
+            kv_mode: KvMode::Paged,
+            watermark: 0.0,
+            queue_cap: None,
+            admission: Admission::All,
+        }
+    }
+
+    /// Tokens of KV each llama.cpp slot owns (CTX / SLOTS), for [`ServerConfig::llama_cpp`].
+    pub fn slot_context(&self) -> u64 {
+        self.kv_tokens / self.max_batch.max(1) as u64
+    }
+
+    /// vLLM V1 (`--max-num-seqs`, KV_BLOCKS × BLOCK_SIZE, `--max-num-batched-tokens`), as
+    /// the simulator models it.
+    ///
+    /// What the server does (vLLM V1 scheduler, chunked prefill on by default): one pass
+    /// per step under a token budget — running requests first (a decode token each, or
+    /// their next prefill chunk), then waiting requests first come first served while the
+    /// budget, `max_num_seqs` and free blocks allow. KV is paged: a running request that
+    /// cannot get a block for its next token preempts the most recently admitted running
+    /// request (recompute: its blocks are freed, it goes back to the head of the queue and
+    /// later re-prefills prompt + generated tokens). V1 keeps no admission watermark.
+    ///
+    /// Mapping: `chunked`, `paged` with those blocks, watermark 0, no queue cap. Known
+    /// differences: prefix caching is not modelled (run the server with
+    /// `--no-enable-prefix-caching` or distinct prompts), nor V1's
+    /// `long_prefill_token_threshold` (off by default).
+    pub fn vllm_v1(
+        max_num_seqs: u32,
+        kv_blocks: u64,
+        block_size: u32,
+        max_num_batched_tokens: u32,
+    ) -> ServerConfig {
+        ServerConfig {
+            policy: Policy::Chunked,
+            max_batch: max_num_seqs,
+            kv_tokens: kv_blocks * block_size as u64,
+            block_size,
+            token_budget: max_num_batched_tokens,
+            kv_mode: KvMode::Paged,
+            watermark: 0.0,
+            queue_cap: None,
+            admission: Admission::All,
+        }
+    }
+}
+
 /// Everything one simulation run needs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
@@ -198,6 +271,25 @@ impl SimConfig {
             },
             cost: CostModel::Table(crate::cost::TableCost::a10g_qwen_1_5b()),
             horizon_s: 600.0,
+            end: EndRule::Drain,
+            first_token: FirstToken::AfterPrefill,
+            ..SimConfig::reference(rate, 1, 1)
+        }
+    }
+
+    /// A llama-server (`-np SLOTS -c CTX -b BATCH`, see [`ServerConfig::llama_cpp`]) under
+    /// `rate` req/s of the default workload: the workload is capped at one slot's context,
+    /// the first token comes with the last prompt chunk, accepted requests drain.
+    pub fn llama_cpp(rate: f64, slots: u32, ctx_tokens: u64, batch: u32) -> SimConfig {
+        let server = ServerConfig::llama_cpp(slots, ctx_tokens, batch);
+        let slot = u32::try_from(server.slot_context()).unwrap_or(u32::MAX);
+        SimConfig {
+            workload: Workload {
+                max_model_len: Some(slot),
+                ..Workload::default()
+            }
+            .with_rate(rate),
+            server,
             end: EndRule::Drain,
             first_token: FirstToken::AfterPrefill,
             ..SimConfig::reference(rate, 1, 1)

@@ -473,3 +473,64 @@ fn chunked_prefill_cuts_decode_stalls() {
         worst(&eager)
     );
 }
+
+#[test]
+fn llama_cpp_slots_never_block_on_kv_and_cap_each_request_at_its_slot() {
+    // 4 slots × 512 tokens, overloaded with ShareGPT lengths (many longer than a slot).
+    let mut cfg = SimConfig::llama_cpp(3.0, 4, 2048, 256);
+    cfg.workload.lengths = LengthDist::sharegpt();
+    cfg.horizon_s = 60.0;
+    cfg.keep_records = true;
+    cfg.timeseries_points = 400;
+    let slot = cfg.server.slot_context();
+    assert_eq!(slot, 512);
+    let r = simulate(&cfg).unwrap();
+    assert!(r.summary.arrivals > 100);
+    assert_eq!(r.summary.rejected, 0, "a free slot always has its KV");
+    assert_eq!(
+        r.summary.preemptions, 0,
+        "slots own their KV: no preemption"
+    );
+    assert!(r.timeseries.iter().all(|p| p.running <= 4));
+    assert!(
+        r.timeseries.iter().any(|p| p.waiting > 0),
+        "overloaded: a queue forms"
+    );
+    for rec in &r.records {
+        assert!(
+            rec.prompt_tokens as u64 + rec.output_tokens as u64 <= slot,
+            "{rec:?} overflows its slot"
+        );
+    }
+    assert!(r.stats.kv_peak_tokens <= 2048);
+    // Reserving at arrival instead (a loss system) would turn the queue into rejections.
+    let mut reserve = cfg.clone();
+    reserve.server.kv_mode = KvMode::Reserve;
+    assert!(simulate(&reserve).unwrap().summary.rejected > 0);
+}
+
+#[test]
+fn vllm_v1_preempts_when_its_blocks_run_out_and_has_no_watermark() {
+    let server = ServerConfig::vllm_v1(8, 6, 128, 512);
+    assert_eq!(server.kv_tokens, 768);
+    assert_eq!(server.watermark, 0.0);
+    let mut cfg = SimConfig::vllm_like(8.0);
+    cfg.server = server;
+    cfg.workload.lengths = LengthDist::Fixed {
+        prompt: 128,
+        output: 128,
+    };
+    cfg.horizon_s = 3.0;
+    let r = simulate(&cfg).unwrap();
+    assert!(
+        r.summary.preemptions > 0,
+        "8 × 256 tokens in 768 must preempt"
+    );
+    assert_eq!(
+        r.summary.completed, r.summary.arrivals,
+        "all finish after preemption"
+    );
+    // With room for everyone, nothing is preempted.
+    cfg.server = ServerConfig::vllm_v1(8, 64, 128, 512);
+    assert_eq!(simulate(&cfg).unwrap().summary.preemptions, 0);
+}
