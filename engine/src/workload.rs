@@ -12,6 +12,9 @@ mod lengths;
 pub use arrivals::{ArrivalProcess, TraceRequest};
 pub use lengths::{LengthDist, LengthMoments, MixtureClass};
 
+use arrivals::GapSampler;
+use lengths::LengthSampler;
+
 use crate::error::{positive, ConfigError};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
@@ -114,6 +117,8 @@ impl Workload {
         positive("horizon", horizon)?;
         Ok(RequestStream {
             workload: self,
+            gaps: self.arrivals.gap_sampler(),
+            lengths: self.lengths.sampler(),
             horizon,
             arrival_rng: stream_rng(seed, ARRIVAL_STREAM),
             length_rng: stream_rng(seed, LENGTH_STREAM),
@@ -146,6 +151,9 @@ impl Workload {
 #[derive(Debug)]
 pub struct RequestStream<'a> {
     workload: &'a Workload,
+    /// The arrival process's gap sampler (renewal processes only).
+    gaps: Option<GapSampler>,
+    lengths: LengthSampler<'a>,
     horizon: f64,
     arrival_rng: Pcg64Mcg,
     length_rng: Pcg64Mcg,
@@ -169,8 +177,12 @@ impl Iterator for RequestStream<'_> {
                 self.ticks += 1;
                 (self.ticks as f64 / rate, None)
             }
-            renewal => {
-                self.t += renewal.sample_gap(&mut self.arrival_rng);
+            _ => {
+                let gaps = self
+                    .gaps
+                    .as_ref()
+                    .expect("a renewal process has a gap sampler");
+                self.t += gaps.sample(&mut self.arrival_rng);
                 (self.t, None)
             }
         };
@@ -179,7 +191,7 @@ impl Iterator for RequestStream<'_> {
         }
         let (prompt, output, class) = match fixed {
             Some(f) => f,
-            None => self.workload.lengths.sample(&mut self.length_rng),
+            None => self.lengths.sample(&mut self.length_rng),
         };
         let (prompt, output) = self.workload.cap(prompt, output);
         self.next_id += 1;

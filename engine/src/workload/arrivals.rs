@@ -97,19 +97,44 @@ impl ArrivalProcess {
         }
     }
 
-    /// Next gap of a renewal process [s]: a unit-mean draw scaled by 1/rate, so the same
-    /// seed gives the same unit stream at every rate.
-    pub(crate) fn sample_gap<R: Rng>(&self, rng: &mut R) -> f64 {
+    /// The gap sampler of a renewal process (`None` for the others), prepared once per
+    /// stream.
+    pub(crate) fn gap_sampler(&self) -> Option<GapSampler> {
         match self {
-            ArrivalProcess::Poisson { rate } => {
+            ArrivalProcess::Poisson { rate } => Some(GapSampler::Poisson { rate: *rate }),
+            ArrivalProcess::Gamma { rate, burstiness } => Some(GapSampler::Gamma {
+                rate: *rate,
+                unit: Gamma::new(*burstiness, 1.0 / burstiness).expect("validated shape"),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Draws the gaps of a renewal process: a unit-mean draw scaled by 1/rate, so the same
+/// seed gives the same unit stream at every rate.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GapSampler {
+    Poisson {
+        rate: f64,
+    },
+    /// `unit` has mean 1 (shape k, scale 1/k).
+    Gamma {
+        rate: f64,
+        unit: Gamma<f64>,
+    },
+}
+
+impl GapSampler {
+    /// Next gap [s].
+    #[inline]
+    pub(crate) fn sample<R: Rng>(&self, rng: &mut R) -> f64 {
+        match self {
+            GapSampler::Poisson { rate } => {
                 let e: f64 = Exp1.sample(rng);
                 e / rate
             }
-            ArrivalProcess::Gamma { rate, burstiness } => {
-                let g = Gamma::new(*burstiness, 1.0 / burstiness).expect("validated shape");
-                g.sample(rng) / rate
-            }
-            _ => unreachable!("only renewal processes sample gaps"),
+            GapSampler::Gamma { rate, unit } => unit.sample(rng) / rate,
         }
     }
 }
@@ -151,7 +176,8 @@ mod tests {
             burstiness: 0.25,
         };
         let mut rng = stream_rng(1, 0);
-        let xs: Vec<f64> = (0..200_000).map(|_| p.sample_gap(&mut rng)).collect();
+        let gaps = p.gap_sampler().unwrap();
+        let xs: Vec<f64> = (0..200_000).map(|_| gaps.sample(&mut rng)).collect();
         let m = xs.iter().sum::<f64>() / xs.len() as f64;
         let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
         assert!((m - 0.5).abs() < 0.01, "{m}");

@@ -124,38 +124,27 @@ impl LengthDist {
         Ok(())
     }
 
-    /// Draws (prompt, output, class).
-    pub(crate) fn sample<R: Rng>(&self, rng: &mut R) -> (u32, u32, u16) {
+    /// This distribution prepared for drawing many samples (see [`LengthSampler`]).
+    pub(crate) fn sampler(&self) -> LengthSampler<'_> {
         match self {
             LengthDist::Lognormal {
                 prompt_median,
                 prompt_sigma,
                 output_median,
                 output_sigma,
-            } => {
-                let p = lognormal_tokens(rng, *prompt_median, *prompt_sigma);
-                let o = lognormal_tokens(rng, *output_median, *output_sigma);
-                (p, o, 0)
-            }
-            LengthDist::Empirical { pairs } => {
-                let (p, o) = pairs[rng.random_range(0..pairs.len())];
-                (p, o, 0)
-            }
-            LengthDist::Fixed { prompt, output } => (*prompt, *output, 0),
-            LengthDist::Mixture { classes } => {
-                let total: f64 = classes.iter().map(|c| c.weight).sum();
-                let mut u = rng.random::<f64>() * total;
-                let mut pick = classes.len() - 1;
-                for (i, c) in classes.iter().enumerate() {
-                    if u < c.weight {
-                        pick = i;
-                        break;
-                    }
-                    u -= c.weight;
-                }
-                let (p, o, _) = classes[pick].lengths.sample(rng);
-                (p, o, pick as u16)
-            }
+            } => LengthSampler::Lognormal {
+                prompt: TokenLognormal::new(*prompt_median, *prompt_sigma),
+                output: TokenLognormal::new(*output_median, *output_sigma),
+            },
+            LengthDist::Empirical { pairs } => LengthSampler::Empirical(pairs),
+            LengthDist::Fixed { prompt, output } => LengthSampler::Fixed(*prompt, *output),
+            LengthDist::Mixture { classes } => LengthSampler::Mixture {
+                total: classes.iter().map(|c| c.weight).sum(),
+                classes: classes
+                    .iter()
+                    .map(|c| (c.weight, c.lengths.sampler()))
+                    .collect(),
+            },
         }
     }
 
@@ -250,13 +239,85 @@ impl LengthMoments {
     }
 }
 
-fn lognormal_tokens<R: Rng>(rng: &mut R, median: f64, sigma: f64) -> u32 {
-    if sigma == 0.0 {
-        return (median.floor() as u32).max(1);
+/// A [`LengthDist`] prepared for drawing: everything that does not depend on the random
+/// numbers (the lognormals' μ = ln median, a mixture's total weight) is computed once per
+/// stream instead of once per draw. Draws are the same numbers, bit for bit.
+#[derive(Clone, Debug)]
+pub(crate) enum LengthSampler<'a> {
+    Lognormal {
+        prompt: TokenLognormal,
+        output: TokenLognormal,
+    },
+    Empirical(&'a [(u32, u32)]),
+    Fixed(u32, u32),
+    /// `(weight, lengths)` per class and the sum of the weights.
+    Mixture {
+        total: f64,
+        classes: Vec<(f64, LengthSampler<'a>)>,
+    },
+}
+
+impl LengthSampler<'_> {
+    /// Draws (prompt, output, class).
+    pub(crate) fn sample<R: Rng>(&self, rng: &mut R) -> (u32, u32, u16) {
+        match self {
+            LengthSampler::Lognormal { prompt, output } => {
+                let p = prompt.sample(rng);
+                let o = output.sample(rng);
+                (p, o, 0)
+            }
+            LengthSampler::Empirical(pairs) => {
+                let (p, o) = pairs[rng.random_range(0..pairs.len())];
+                (p, o, 0)
+            }
+            LengthSampler::Fixed(p, o) => (*p, *o, 0),
+            LengthSampler::Mixture { total, classes } => {
+                let mut u = rng.random::<f64>() * total;
+                let mut pick = classes.len() - 1;
+                for (i, (w, _)) in classes.iter().enumerate() {
+                    if u < *w {
+                        pick = i;
+                        break;
+                    }
+                    u -= w;
+                }
+                let (p, o, _) = classes[pick].1.sample(rng);
+                (p, o, pick as u16)
+            }
+        }
     }
-    let d = LogNormal::new(libm::log(median), sigma).expect("validated");
-    let x: f64 = d.sample(rng);
-    (x.floor().min(u32::MAX as f64) as u32).max(1)
+}
+
+/// Token count `max(1, floor(X))`, X lognormal(ln median, σ); σ = 0 is the constant
+/// `max(1, floor(median))` and draws nothing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TokenLognormal {
+    Constant(u32),
+    Random(LogNormal<f64>),
+}
+
+impl TokenLognormal {
+    fn new(median: f64, sigma: f64) -> TokenLognormal {
+        if sigma == 0.0 {
+            TokenLognormal::Constant((median.floor() as u32).max(1))
+        } else {
+            TokenLognormal::Random(LogNormal::new(libm::log(median), sigma).expect("validated"))
+        }
+    }
+
+    #[inline]
+    fn sample<R: Rng>(&self, rng: &mut R) -> u32 {
+        match self {
+            TokenLognormal::Constant(n) => *n,
+            TokenLognormal::Random(d) => {
+                let x: f64 = d.sample(rng);
+                // `as u32` truncates, which is floor for x >= 0 (x = e^y > 0); it saturates
+                // at u32::MAX, and the `min` maps NaN to u32::MAX as `floor().min()` did.
+                // (`f64::floor` is a libm call on baseline x86-64, not an instruction.)
+                (x.min(u32::MAX as f64) as u32).max(1)
+            }
+        }
+    }
 }
 
 /// E[Y], E[Y²] of Y = max(1, floor(X)), X lognormal(ln median, σ).
@@ -299,7 +360,7 @@ mod tests {
         let mut rng = crate::workload::stream_rng(0, 1);
         let mut n1 = 0;
         for _ in 0..10_000 {
-            let (p, o, c) = d.sample(&mut rng);
+            let (p, o, c) = d.sampler().sample(&mut rng);
             assert_eq!((p, o), if c == 0 { (32, 64) } else { (512, 32) });
             n1 += c as u32;
         }
