@@ -3,7 +3,11 @@
 use crate::simulate::ModelArgs;
 use anyhow::{bail, Context};
 use clap::Args;
-use engine::sweep::{merge_summary_csvs, records_csv, summary_csv, SweepSpec, RECORD_COLUMNS};
+use engine::metrics::Summary;
+use engine::sweep::{
+    merge_summary_csvs, records_csv, summary_csv, PointAggregate, SweepSpec, RECORD_COLUMNS,
+};
+use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -61,6 +65,39 @@ pub struct MergeArgs {
     /// Merged output.
     #[arg(short, long)]
     pub output: PathBuf,
+}
+
+/// `sweep.json`: the spec, every grid point with its aggregates and per-seed summaries,
+/// and the timing. Serialised straight from the engine's types (no `serde_json::Value`
+/// tree in between: building one cost about as much as a tenth of the default grid).
+#[derive(Debug, Serialize)]
+struct SweepJson<'a> {
+    spec: &'a SweepSpec,
+    points: Vec<PointJson<'a>>,
+    timing: Timing,
+}
+
+/// One grid point of `sweep.json`.
+#[derive(Debug, Serialize)]
+struct PointJson<'a> {
+    /// [req/s]
+    rate: f64,
+    max_batch: u32,
+    /// [tokens]
+    kv_tokens: u64,
+    seeds: &'a [u64],
+    aggregate: PointAggregate,
+    summaries: &'a [Summary],
+}
+
+/// How long the sweep took.
+#[derive(Debug, Serialize)]
+struct Timing {
+    runs: usize,
+    requests: u64,
+    /// Wall time of the simulations [s].
+    seconds: f64,
+    threads: usize,
 }
 
 /// `0-4` or `1,5,9`.
@@ -152,15 +189,32 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     let summary_path = a.out.join("sweep_summary.csv");
     std::fs::write(&summary_path, summary_csv(&points, &spec.base))?;
     let json_path = a.out.join("sweep.json");
-    let json = serde_json::json!({
-        "spec": spec,
-        "points": points.iter().map(|p| serde_json::json!({
-            "rate": p.rate, "max_batch": p.max_batch, "kv_tokens": p.kv_tokens,
-            "seeds": p.seeds, "aggregate": p.aggregate(), "summaries": p.summaries,
-        })).collect::<Vec<_>>(),
-        "timing": { "runs": runs, "requests": requests, "seconds": secs, "threads": threads },
-    });
-    std::fs::write(&json_path, serde_json::to_string_pretty(&json)?)?;
+    let json = SweepJson {
+        spec: &spec,
+        points: points
+            .iter()
+            .map(|p| PointJson {
+                rate: p.rate,
+                max_batch: p.max_batch,
+                kv_tokens: p.kv_tokens,
+                seeds: &p.seeds,
+                aggregate: p.aggregate(),
+                summaries: &p.summaries,
+            })
+            .collect(),
+        timing: Timing {
+            runs,
+            requests,
+            seconds: secs,
+            threads,
+        },
+    };
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(&json_path)
+            .with_context(|| format!("creating {}", json_path.display()))?,
+    );
+    serde_json::to_writer_pretty(&mut w, &json)?;
+    w.flush()?;
     if a.per_request {
         let path = a.out.join("sweep_requests.csv");
         let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
