@@ -111,12 +111,18 @@ pub struct Accumulator {
 
 impl Accumulator {
     pub fn new(cfg: MetricsConfig) -> Accumulator {
+        Accumulator::with_capacity(cfg, 0)
+    }
+
+    /// An accumulator with room for about `records` completed requests' latencies, so
+    /// pushing does not reallocate (a hint; see [`Quantiles::with_capacity`]).
+    pub fn with_capacity(cfg: MetricsConfig, records: usize) -> Accumulator {
         Accumulator {
             cfg,
-            ttft: Quantiles::new(),
-            tpot: Quantiles::new(),
-            e2e: Quantiles::new(),
-            itl_max: Quantiles::new(),
+            ttft: Quantiles::with_capacity(records),
+            tpot: Quantiles::with_capacity(records),
+            e2e: Quantiles::with_capacity(records),
+            itl_max: Quantiles::with_capacity(records),
             arrivals: 0,
             completed: 0,
             rejected: 0,

@@ -105,13 +105,25 @@ pub struct SimReport {
 pub fn simulate(cfg: &SimConfig) -> Result<SimReport, ConfigError> {
     cfg.validate()?;
     let stream = cfg.workload.stream(cfg.seed, cfg.horizon_s)?;
-    Ok(simulate_requests(cfg, stream))
+    // Expected arrivals, to size the metrics' buffers (a hint, not a bound).
+    let expected = (cfg.workload.rate() * cfg.horizon_s).min(usize::MAX as f64) as usize;
+    Ok(simulate_with_hint(cfg, stream, expected))
 }
 
 /// Simulates `cfg` on an explicit request sequence (sorted by arrival). The workload in
 /// `cfg` is ignored; `cfg` must already be valid.
 pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests: I) -> SimReport {
-    with_scheduler!(cfg.server.policy, sched => Sim::new(cfg, &mut sched).run(requests))
+    let hint = requests.size_hint().0;
+    simulate_with_hint(cfg, requests, hint)
+}
+
+/// [`simulate_requests`] expecting about `expected` requests (sizes buffers up front).
+fn simulate_with_hint<I: Iterator<Item = Request>>(
+    cfg: &SimConfig,
+    requests: I,
+    expected: usize,
+) -> SimReport {
+    with_scheduler!(cfg.server.policy, sched => Sim::new(cfg, &mut sched, expected).run(requests))
 }
 
 /// FNV-1a digest of records (every field, floats by bit pattern): equal digests mean
@@ -267,7 +279,8 @@ enum Step {
 }
 
 impl<'a, S: Scheduler> Sim<'a, S> {
-    fn new(cfg: &'a SimConfig, sched: &'a mut S) -> Self {
+    /// `expected`: about how many requests will arrive (sizes the metrics' buffers).
+    fn new(cfg: &'a SimConfig, sched: &'a mut S, expected: usize) -> Self {
         let s = &cfg.server;
         let kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
         let ts_every = if cfg.timeseries_points > 0 {
@@ -288,7 +301,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             clock: DecodeClock::default(),
             kv,
             t: 0.0,
-            acc: Accumulator::new(cfg.metrics.clone()),
+            acc: Accumulator::with_capacity(cfg.metrics.clone(), expected),
             records: Vec::new(),
             timeseries: Vec::new(),
             ts_every,
