@@ -742,9 +742,8 @@ pub fn panels_hover_text(panels: &[XyPanel], x: f64) -> String {
 }
 
 fn short(v: f64) -> String {
-    if v.abs() < 1e6 && (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else if v.abs() >= 100.0 {
+    let whole = v.abs() < 1e6 && (v - v.round()).abs() < 1e-9;
+    if whole || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.2}")
