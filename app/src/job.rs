@@ -12,7 +12,9 @@ use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
 use engine::record::Outcome;
-use engine::sim::simulate;
+use engine::sim::{simulate, simulate_requests};
+use engine::workload::{Request, Workload};
+use engine::SimConfig;
 use serde::{Deserialize, Serialize};
 
 /// One unit of work.
@@ -137,27 +139,42 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
     let id = job.id;
     let p = &job.params;
     let mut done = 0u32;
+    let mut streams = Streams::default();
     for task in &job.tasks {
         let result = match task {
-            Task::Curve { rate } => {
-                curve_point(p, *rate, p.max_batch, p.kv_tokens, &mut done, id, send).map(|point| {
-                    Reply::Point {
-                        id,
-                        grid: None,
-                        point,
-                    }
-                })
-            }
+            Task::Curve { rate } => curve_point(
+                p,
+                *rate,
+                p.max_batch,
+                p.kv_tokens,
+                &mut streams,
+                &mut done,
+                id,
+                send,
+            )
+            .map(|point| Reply::Point {
+                id,
+                grid: None,
+                point,
+            }),
             Task::Grid {
                 rate,
                 max_batch,
                 kv_tokens,
-            } => curve_point(p, *rate, *max_batch, *kv_tokens, &mut done, id, send).map(|point| {
-                Reply::Point {
-                    id,
-                    grid: Some((*max_batch, *kv_tokens)),
-                    point,
-                }
+            } => curve_point(
+                p,
+                *rate,
+                *max_batch,
+                *kv_tokens,
+                &mut streams,
+                &mut done,
+                id,
+                send,
+            )
+            .map(|point| Reply::Point {
+                id,
+                grid: Some((*max_batch, *kv_tokens)),
+                point,
             }),
             Task::Detail { rate } => detail(p, *rate).map(|detail| Reply::Detail { id, detail }),
             Task::Models { rates } => Ok(Reply::Models {
@@ -186,11 +203,45 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
     send(Reply::Done { id });
 }
 
+/// Each seed's requests for the last workload simulated: consecutive points with the same
+/// workload (the grid's B × K at one rate) reuse them instead of regenerating (common
+/// random numbers, as the native sweep does; results are identical).
+#[derive(Default)]
+struct Streams {
+    key: Option<(Workload, f64)>,
+    by_seed: Vec<Vec<Request>>,
+}
+
+impl Streams {
+    fn get(&mut self, cfg: &SimConfig, seed: u64) -> Result<&[Request], String> {
+        let same = self
+            .key
+            .as_ref()
+            .is_some_and(|(w, h)| *w == cfg.workload && *h == cfg.horizon_s);
+        if !same {
+            self.key = Some((cfg.workload.clone(), cfg.horizon_s));
+            self.by_seed.clear();
+        }
+        let i = seed as usize;
+        while self.by_seed.len() <= i {
+            let s = self.by_seed.len() as u64;
+            let reqs = cfg
+                .workload
+                .generate(s, cfg.horizon_s)
+                .map_err(|e| e.to_string())?;
+            self.by_seed.push(reqs);
+        }
+        Ok(&self.by_seed[i])
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn curve_point(
     p: &Params,
     rate: f64,
     max_batch: u32,
     kv_tokens: u64,
+    streams: &mut Streams,
     done: &mut u32,
     id: u64,
     send: &mut dyn FnMut(Reply),
@@ -200,7 +251,9 @@ fn curve_point(
         let mut cfg = p.sim_config(rate, seed);
         cfg.server.max_batch = max_batch;
         cfg.server.kv_tokens = kv_tokens;
-        let rep = simulate(&cfg).map_err(|e| e.to_string())?;
+        cfg.validate().map_err(|e| e.to_string())?;
+        let reqs = streams.get(&cfg, seed)?;
+        let rep = simulate_requests(&cfg, reqs.iter().copied());
         summaries.push(rep.summary);
         *done += 1;
         send(Reply::Progress { id, done: *done });
