@@ -138,25 +138,11 @@ pub const SLO_TARGET: f64 = 0.9;
 pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
     let id = job.id;
     let p = &job.params;
-    let mut done = 0u32;
+    let mut out = Progress { id, done: 0, send };
     let mut streams = Streams::default();
     for task in &job.tasks {
         let result = match task {
-            Task::Curve { rate } => curve_point(
-                p,
-                *rate,
-                p.max_batch,
-                p.kv_tokens,
-                &mut streams,
-                &mut done,
-                id,
-                send,
-            )
-            .map(|point| Reply::Point {
-                id,
-                grid: None,
-                point,
-            }),
+            Task::Curve { rate } => curve_point(p, *rate, None, &mut streams, &mut out),
             Task::Grid {
                 rate,
                 max_batch,
@@ -164,18 +150,10 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
             } => curve_point(
                 p,
                 *rate,
-                *max_batch,
-                *kv_tokens,
+                Some((*max_batch, *kv_tokens)),
                 &mut streams,
-                &mut done,
-                id,
-                send,
-            )
-            .map(|point| Reply::Point {
-                id,
-                grid: Some((*max_batch, *kv_tokens)),
-                point,
-            }),
+                &mut out,
+            ),
             Task::Detail { rate } => detail(p, *rate).map(|detail| Reply::Detail { id, detail }),
             Task::Models { rates } => Ok(Reply::Models {
                 id,
@@ -189,18 +167,35 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
             task,
             Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. }
         ) {
-            done += 1;
-            send(Reply::Progress { id, done });
+            out.tick();
         }
         match result {
-            Ok(r) => send(r),
+            Ok(r) => (out.send)(r),
             Err(message) => {
-                send(Reply::Error { id, message });
+                (out.send)(Reply::Error { id, message });
                 return;
             }
         }
     }
-    send(Reply::Done { id });
+    (out.send)(Reply::Done { id });
+}
+
+/// Where a job's replies go, with its count of finished runs for progress.
+struct Progress<'a> {
+    id: u64,
+    done: u32,
+    send: &'a mut dyn FnMut(Reply),
+}
+
+impl Progress<'_> {
+    /// One more run finished.
+    fn tick(&mut self) {
+        self.done += 1;
+        (self.send)(Reply::Progress {
+            id: self.id,
+            done: self.done,
+        });
+    }
 }
 
 /// Each seed's requests for the last workload simulated: consecutive points with the same
@@ -235,17 +230,16 @@ impl Streams {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Every seed at one rate: at the job's own (B, K), or at a grid point's, which the reply
+/// then names.
 fn curve_point(
     p: &Params,
     rate: f64,
-    max_batch: u32,
-    kv_tokens: u64,
+    grid: Option<(u32, u64)>,
     streams: &mut Streams,
-    done: &mut u32,
-    id: u64,
-    send: &mut dyn FnMut(Reply),
-) -> Result<CurvePoint, String> {
+    out: &mut Progress<'_>,
+) -> Result<Reply, String> {
+    let (max_batch, kv_tokens) = grid.unwrap_or((p.max_batch, p.kv_tokens));
     let mut summaries = Vec::with_capacity(p.seeds as usize);
     for seed in 0..p.seeds as u64 {
         let mut cfg = p.sim_config(rate, seed);
@@ -255,10 +249,13 @@ fn curve_point(
         let reqs = streams.get(&cfg, seed)?;
         let rep = simulate_requests(&cfg, reqs.iter().copied());
         summaries.push(rep.summary);
-        *done += 1;
-        send(Reply::Progress { id, done: *done });
+        out.tick();
     }
-    Ok(CurvePoint::from_summaries(rate, &summaries))
+    Ok(Reply::Point {
+        id: out.id,
+        grid,
+        point: CurvePoint::from_summaries(rate, &summaries),
+    })
 }
 
 fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
