@@ -62,7 +62,10 @@
 //!
 //! # Cost
 //! The KV convolution (n-fold, ≤ 129-unit grid) is rebuilt only while the waiting share
-//! of the hold time α = W̄/(W̄ + E[S]) moves by more than 0.01 between fixed-point passes;
+//! of the hold time α = W̄/(W̄ + E[S]) moves by more than 0.01 between fixed-point passes,
+//! and convolves only the size distribution: by symmetry of the n i.i.d. sizes, the two
+//! moments of the summed output given n are dot products of the (n−1)- and (n−2)-fold
+//! convolutions with prefix sums of the output-weighted sizes;
 //! the transient is one branch-free pass per uniformisation step with a convergence check
 //! every 8 steps; quantiles use regula falsi (Illinois) instead of bisection.
 
@@ -300,6 +303,8 @@ impl Ours {
             } else if reserve {
                 kv_alpha = Some(alpha);
                 states.clear();
+                // Hold-time-weighted size composition: mass G[s], output sums G_u[s] =
+                // Σ h·O and G_uu[s] = Σ h·O² per size (all over the total weight).
                 let mut g = vec![0.0; k_u + 1];
                 let mut g_o = vec![0.0; k_u + 1];
                 let mut g_o2 = vec![0.0; k_u + 1];
@@ -316,21 +321,47 @@ impl Ours {
                 let g_mean_o = g_o.iter().sum::<f64>() / gsum;
                 let g_var_o = (g_o2.iter().sum::<f64>() / gsum - g_mean_o * g_mean_o).max(1e-9);
                 for ((x, xo), xo2) in g.iter_mut().zip(g_o.iter_mut()).zip(g_o2.iter_mut()) {
-                    if *x > 0.0 {
-                        *xo /= *x;
-                        *xo2 /= *x;
-                    }
                     *x /= gsum;
+                    *xo /= gsum;
+                    *xo2 /= gsum;
                 }
-                let support: Vec<(usize, f64, f64, f64)> = g
+                let support: Vec<(usize, f64)> = g
                     .iter()
                     .enumerate()
                     .filter(|(_, w)| **w > 0.0)
-                    .map(|(i, w)| (i, *w, g_o[i], g_o2[i]))
+                    .map(|(i, w)| (i, *w))
                     .collect();
+                // The summed output of the n requests in system, by symmetry of the n
+                // i.i.d. sizes: Σ_j conv_o_n[j] = n·Σ_{j≤K} (G^{*(n−1)} ⊛ G_u)[j] and
+                // Σ_j conv_o2_n[j] = n·Σ (G^{*(n−1)} ⊛ G_uu) + n(n−1)·Σ (G^{*(n−2)} ⊛ G_u ⊛ G_u),
+                // each sum a dot product with the prefix sums below: only the size
+                // distribution itself is convolved per n.
+                let mut gg = vec![0.0; k_u + 1];
+                for (s, &w) in g_o.iter().enumerate() {
+                    if w != 0.0 {
+                        for (x, &y) in gg[s..].iter_mut().zip(&g_o) {
+                            *x += w * y;
+                        }
+                    }
+                }
+                let prefix = |v: &mut [f64]| {
+                    for x in 1..v.len() {
+                        v[x] += v[x - 1];
+                    }
+                };
+                prefix(&mut g_o);
+                prefix(&mut g_o2);
+                prefix(&mut gg);
+                // Σ_{i+s≤K} c[i]·x[s] for x given by its prefix sums.
+                let tail_dot = |c: &[f64], cx: &[f64]| -> f64 {
+                    c.iter().zip(cx.iter().rev()).map(|(a, b)| a * b).sum()
+                };
+                // conv (this n), conv1 (n − 1), conv2 (n − 2), each normalised to mass 1;
+                // tot1 / tot2 the normalisers that made conv and conv1.
                 let mut conv = vec![0.0; k_u + 1];
-                let mut conv_o = vec![0.0; k_u + 1];
-                let mut conv_o2 = vec![0.0; k_u + 1];
+                let mut conv1 = vec![0.0; k_u + 1];
+                let mut conv2 = vec![0.0; k_u + 1];
+                let (mut tot1, mut tot2) = (1.0f64, 1.0f64);
                 // Unnormalised stationary weight of the birth–death chain built so far: the
                 // chain started empty is stochastically below its stationary law, so states
                 // beyond a negligible stationary tail are never reached (truncate there).
@@ -344,11 +375,15 @@ impl Ours {
                         ..StateInfo::default()
                     };
                     if mass > 0.0 && n > 0 {
-                        let e1 = conv_o.iter().sum::<f64>() / mass;
-                        let e2 = conv_o2.iter().sum::<f64>() / mass;
-                        info.sys_output = e1 / n as f64;
-                        info.sys_var_ratio =
-                            ((e2 - e1 * e1).max(0.0) / (n as f64 * g_var_o)).min(1.0);
+                        let nf = n as f64;
+                        let e1 = nf * tail_dot(&conv1, &g_o) / tot1 / mass;
+                        let mut e2 = nf * tail_dot(&conv1, &g_o2) / tot1;
+                        if n > 1 {
+                            e2 += nf * (nf - 1.0) * tail_dot(&conv2, &gg) / (tot1 * tot2);
+                        }
+                        e2 /= mass;
+                        info.sys_output = e1 / nf;
+                        info.sys_var_ratio = ((e2 - e1 * e1).max(0.0) / (nf * g_var_o)).min(1.0);
                     }
                     if mass > 0.0 {
                         for (j, c) in conv.iter().enumerate() {
@@ -386,38 +421,26 @@ impl Ours {
                     if done {
                         break;
                     }
-                    let mut next = vec![0.0; k_u + 1];
-                    let mut next_o = vec![0.0; k_u + 1];
-                    let mut next_o2 = vec![0.0; k_u + 1];
-                    // One more i.i.d. size (support sorted by size; contiguous slices so the
-                    // inner loops vectorise).
-                    for &(s, w, o, o2) in &support {
-                        if s > k_u {
-                            break;
-                        }
-                        let m = k_u + 1 - s;
-                        let (c, co, co2) = (&conv[..m], &conv_o[..m], &conv_o2[..m]);
-                        let (nx, nx_o, nx_o2) =
-                            (&mut next[s..], &mut next_o[s..], &mut next_o2[s..]);
-                        for j in 0..m {
-                            nx[j] += c[j] * w;
-                            nx_o[j] += (co[j] + c[j] * o) * w;
-                            nx_o2[j] += (co2[j] + 2.0 * co[j] * o + c[j] * o2) * w;
+                    // One more i.i.d. size, into the oldest buffer (support sorted by size;
+                    // contiguous slices so the inner loop vectorises).
+                    std::mem::swap(&mut conv2, &mut conv1);
+                    std::mem::swap(&mut conv1, &mut conv);
+                    conv.iter_mut().for_each(|x| *x = 0.0);
+                    for &(s, w) in &support {
+                        for (x, &c) in conv[s..].iter_mut().zip(&conv1[..]) {
+                            *x += c * w;
                         }
                     }
-                    let tot: f64 = next.iter().sum();
+                    let tot: f64 = conv.iter().sum();
                     if tot <= 0.0 {
                         if let Some(s) = states.last_mut() {
                             s.accept = 0.0;
                         }
                         break;
                     }
-                    next.iter_mut().for_each(|x| *x /= tot);
-                    next_o.iter_mut().for_each(|x| *x /= tot);
-                    next_o2.iter_mut().for_each(|x| *x /= tot);
-                    conv = next;
-                    conv_o = next_o;
-                    conv_o2 = next_o2;
+                    conv.iter_mut().for_each(|x| *x /= tot);
+                    tot2 = tot1;
+                    tot1 = tot;
                 }
                 if let Some(last) = states.last_mut() {
                     last.accept = 0.0;
