@@ -136,6 +136,7 @@ impl Accumulator {
     }
 
     /// Adds one record (warm-up arrivals are ignored).
+    #[inline]
     pub fn push(&mut self, r: &RequestRecord) {
         if r.arrival_s < self.cfg.warmup_s {
             return;

@@ -178,12 +178,24 @@ struct DecodeClock {
     /// and gaps strictly decreasing, so the largest gap among the ticks after `t` is the
     /// first entry whose tick is after `t` (a monotonic stack).
     gaps: Vec<(u64, f64)>,
-    /// Finish ticks of the decode set's members as `(tick, admit_seq)`, earliest first;
-    /// equal ticks pop in admission order, the running set's order.
-    finish: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Finish ticks of the decode set's members as [`finish_key`]`(tick, admit_seq)`,
+    /// earliest first; equal ticks pop in admission order, the running set's order.
+    finish: BinaryHeap<Reverse<u128>>,
+}
+
+/// A finish-heap entry: ordered by tick, then admission number, in one integer.
+#[inline]
+fn finish_key(tick: u64, admit_seq: u64) -> u128 {
+    (tick as u128) << 64 | admit_seq as u128
 }
 
 impl DecodeClock {
+    /// The decode set's earliest finish tick.
+    #[inline]
+    fn next_finish(&self) -> Option<u64> {
+        self.finish.peek().map(|e| (e.0 >> 64) as u64)
+    }
+
     /// Records the gap of the ticks since the last record up to `last` (`n` of them, all
     /// with the same gap [s]).
     #[inline]
@@ -230,8 +242,10 @@ impl DecodeClock {
     fn join(&mut self, s: &mut Seq) {
         s.tick0 = self.ticks;
         s.stall0 = self.stall_ticks;
-        self.finish
-            .push(Reverse((self.ticks + s.remaining() as u64, s.admit_seq)));
+        self.finish.push(Reverse(finish_key(
+            self.ticks + s.remaining() as u64,
+            s.admit_seq,
+        )));
     }
 }
 
@@ -566,7 +580,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             c.join(s);
         }
         self.attached = decoders;
-        c.finish.peek().is_some_and(|e| e.0 .0 == c.ticks)
+        c.next_finish() == Some(c.ticks)
     }
 
     /// Takes `running[from..attached]` out of the decode set (they do not decode in the
@@ -579,7 +593,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.attached = from;
         self.clock.finish = self.running[..from]
             .iter()
-            .map(|s| Reverse((s.tick0 + s.remaining() as u64, s.admit_seq)))
+            .map(|s| Reverse(finish_key(s.tick0 + s.remaining() as u64, s.admit_seq)))
             .collect();
     }
 
@@ -666,8 +680,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             .map(|s| s.remaining() as u64)
             .min()
             .unwrap_or(u64::MAX);
-        if let Some(e) = self.clock.finish.peek() {
-            k = k.min(e.0 .0 - self.clock.ticks);
+        if let Some(tick) = self.clock.next_finish() {
+            k = k.min(tick - self.clock.ticks);
         }
         let mut k = k.max(1);
         // Stop at the first boundary at or after an arrival that could join.
@@ -718,7 +732,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 c.ticks += k - 1;
                 c.push_gaps(c.ticks, k - 1, d, thr);
                 c.last_t = t_end;
-                finished = c.finish.peek().is_some_and(|e| e.0 .0 == c.ticks);
+                finished = c.next_finish() == Some(c.ticks);
             } else {
                 let ku = (k - 1) as u32;
                 finished = false;
@@ -752,11 +766,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn complete(&mut self) {
         let t = self.t;
         let mut done = 0;
-        while let Some(&Reverse((tick, id))) = self.clock.finish.peek() {
-            if tick != self.clock.ticks {
+        while let Some(&Reverse(key)) = self.clock.finish.peek() {
+            if (key >> 64) as u64 != self.clock.ticks {
                 break;
             }
             self.clock.finish.pop();
+            let id = key as u64;
             let i = self.running[..self.attached]
                 .binary_search_by_key(&id, |s| s.admit_seq)
                 .expect("a finish entry belongs to the decode set");

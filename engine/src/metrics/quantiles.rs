@@ -25,11 +25,16 @@ pub fn percentile_type7(sorted: &[f64], q: f64) -> Option<f64> {
 /// A streaming sample of one latency [s].
 ///
 /// While exact, values are kept as integer keys ordered as `f64::total_cmp` orders the
-/// values (see [`total_order_key`]), so selection compares integers.
+/// values (see [`total_order_key`]), so selection compares integers. Past
+/// [`EXACT_SAMPLES`] values they move into an HDR histogram.
 #[derive(Debug)]
 pub struct Quantiles {
     exact: Vec<i64>,
-    hist: Option<Histogram<u64>>,
+    /// Pushes while `exact.len() < room` are stored exactly: [`EXACT_SAMPLES`] while
+    /// exact, 0 once the histogram is used (so one comparison selects the path).
+    room: usize,
+    hist: Option<Box<Histogram<u64>>>,
+    /// Values in the histogram (the exact ones are `exact.len()`).
     n: u64,
     sum: f64,
     max: f64,
@@ -49,11 +54,12 @@ impl Quantiles {
         Quantiles::with_capacity(0)
     }
 
-    /// Room for `n` exact values up front (at most [`EXACT_SAMPLES`] + 1, the most ever
+    /// Room for `n` exact values up front (at most [`EXACT_SAMPLES`], the most ever
     /// kept), so pushing does not reallocate. A hint: more or fewer values are fine.
     pub fn with_capacity(n: usize) -> Quantiles {
         Quantiles {
-            exact: Vec::with_capacity(n.min(EXACT_SAMPLES + 1)),
+            exact: Vec::with_capacity(n.min(EXACT_SAMPLES)),
+            room: EXACT_SAMPLES,
             hist: None,
             n: 0,
             sum: 0.0,
@@ -63,29 +69,33 @@ impl Quantiles {
 
     #[inline]
     pub fn push(&mut self, x: f64) {
-        self.n += 1;
         self.sum += x;
         self.max = self.max.max(x);
-        match &mut self.hist {
-            Some(h) => record(h, x),
-            None => {
-                self.exact.push(total_order_key(x));
-                if self.exact.len() > EXACT_SAMPLES {
-                    self.switch_to_histogram();
-                }
-            }
+        if self.exact.len() < self.room {
+            self.exact.push(total_order_key(x));
+        } else {
+            self.push_to_histogram(x);
         }
     }
 
-    /// Moves the exact values into the histogram (once, past [`EXACT_SAMPLES`]).
+    /// Past [`EXACT_SAMPLES`]: moves the exact values into the histogram (once), then
+    /// records `x` there.
     #[cold]
-    fn switch_to_histogram(&mut self) {
-        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-        for k in self.exact.drain(..) {
-            record(&mut h, from_total_order_key(k));
+    fn push_to_histogram(&mut self, x: f64) {
+        if self.hist.is_none() {
+            let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+            for &k in &self.exact {
+                record(&mut h, from_total_order_key(k));
+            }
+            self.n = self.exact.len() as u64;
+            self.exact = Vec::new();
+            self.room = 0;
+            self.hist = Some(Box::new(h));
         }
-        self.exact = Vec::new();
-        self.hist = Some(h);
+        self.n += 1;
+        if let Some(h) = &mut self.hist {
+            record(h, x);
+        }
     }
 
     /// Whether percentiles are exact (no histogram yet).
@@ -94,11 +104,15 @@ impl Quantiles {
     }
 
     pub fn len(&self) -> u64 {
-        self.n
+        if self.hist.is_none() {
+            self.exact.len() as u64
+        } else {
+            self.n
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.n == 0
+        self.len() == 0
     }
 
     /// Percentile q in [0, 1].
@@ -121,7 +135,8 @@ impl Quantiles {
     }
 
     pub fn dist(mut self) -> Dist {
-        if self.n == 0 {
+        let n = self.len();
+        if n == 0 {
             return Dist::default();
         }
         let mut v = [None; 5];
@@ -136,8 +151,8 @@ impl Quantiles {
             }
         }
         Dist {
-            n: self.n,
-            mean: Some(self.sum / self.n as f64),
+            n,
+            mean: Some(self.sum / n as f64),
             p50: v[0],
             p90: v[1],
             p95: v[2],
