@@ -255,6 +255,8 @@ struct Sim<'a, S: Scheduler> {
     /// In admission order: `[decode set | other prefilled | unprefilled]`, split at
     /// `attached` and `prefilled`.
     running: Vec<Seq>,
+    /// Scratch for [`Sim::complete`].
+    gone: Vec<Seq>,
     /// `running[..attached]` is the decode set (always 0 when not `lazy`).
     attached: usize,
     /// `running[..prefilled]` have finished their prefill.
@@ -308,6 +310,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             cfg,
             sched,
             running: Vec::with_capacity(s.max_batch.min(4096) as usize),
+            gone: Vec::new(),
             attached: 0,
             prefilled: 0,
             next_admit: 0,
@@ -779,41 +782,37 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             self.attached -= 1;
             self.prefilled -= 1;
             self.clock.sync(&mut s);
-            depart(
-                &s,
-                t,
-                &mut self.kv,
-                &mut self.stats,
-                &mut self.acc,
-                &mut self.records,
-                self.cfg.keep_records,
-            );
+            self.depart(&s, t);
             done += 1;
         }
-        // Finished sequences outside the decode set (all prefilled).
-        let mut removed = 0;
-        for s in self.running.extract_if(self.attached..self.prefilled, |s| {
-            s.generated >= s.req.output
-        }) {
-            depart(
-                &s,
-                t,
-                &mut self.kv,
-                &mut self.stats,
-                &mut self.acc,
-                &mut self.records,
-                self.cfg.keep_records,
-            );
-            removed += 1;
+        // Finished sequences outside the decode set (all prefilled), through a reused
+        // buffer: the scan borrows the running set.
+        if self.attached < self.prefilled {
+            let mut gone = std::mem::take(&mut self.gone);
+            gone.extend(self.running.extract_if(self.attached..self.prefilled, |s| {
+                s.generated >= s.req.output
+            }));
+            self.prefilled -= gone.len();
+            done += gone.len() as u64;
+            for s in gone.drain(..) {
+                self.depart(&s, t);
+            }
+            self.gone = gone;
         }
-        self.prefilled -= removed as usize;
-        done += removed;
         if done > 0 {
             self.in_system -= done;
             self.stats.departed += done;
             self.last_event = t;
             self.epoch += 1;
         }
+    }
+
+    /// Releases a completed sequence's KV and records it.
+    fn depart(&mut self, s: &Seq, t: f64) {
+        self.kv.release(s.blocks);
+        self.stats.sojourn_sum_s += t - s.req.arrival;
+        let rec = record_of(s, Some(t), Outcome::Completed);
+        self.record(rec);
     }
 
     fn record(&mut self, r: RequestRecord) {
@@ -883,25 +882,6 @@ fn emit(s: &mut Seq, t: f64, stall_threshold: f64) {
     }
     s.last_token = t;
     s.generated += 1;
-}
-
-/// Releases a completed sequence's KV and records it.
-fn depart(
-    s: &Seq,
-    t: f64,
-    kv: &mut KvCache,
-    stats: &mut RunStats,
-    acc: &mut Accumulator,
-    records: &mut Vec<RequestRecord>,
-    keep: bool,
-) {
-    kv.release(s.blocks);
-    stats.sojourn_sum_s += t - s.req.arrival;
-    let rec = record_of(s, Some(t), Outcome::Completed);
-    acc.push(&rec);
-    if keep {
-        records.push(rec);
-    }
 }
 
 fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
