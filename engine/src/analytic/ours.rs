@@ -70,7 +70,9 @@
 //! the transient's `∫₀ᵀ p dt` is O(states) when the chain has relaxed by T (the law at
 //! T is then the stationary one), else a Chebyshev expansion of `e^{QT}` (about
 //! `√(90·T·Λ)` tridiagonal products instead of uniformisation's `T·Λ` steps); quantiles
-//! use regula falsi (Illinois) instead of bisection.
+//! use safeguarded Newton on the mixture CDF with its density, each level starting from
+//! the one below (about 5 evaluations each), and gamma components whose Chernoff bound
+//! puts t in a tail below 1e-17 are not evaluated.
 
 use super::lengths::{atoms, fast_moments, Atom};
 use super::reference_mmc::{prefill_tokens, LEVELS};
@@ -676,11 +678,11 @@ impl Ours {
                     let total_var = wvar + slope * slope * var_p;
                     mean_ttft += w_state * total_mean;
                     wait_sum += w_state * wmean;
-                    comps.push(Comp::Gamma {
-                        w: w_state,
-                        mean: total_mean,
-                        scv: total_var / (total_mean * total_mean),
-                    });
+                    comps.push(Comp::gamma(
+                        w_state,
+                        total_mean,
+                        total_var / (total_mean * total_mean),
+                    ));
                 }
                 wsum += w_state;
             }
@@ -718,20 +720,28 @@ impl Ours {
             if !last {
                 continue;
             }
-            let cdf = |t: f64| comps.iter().map(|c| c.cdf(t)).sum::<f64>() / wsum;
-            let scale = mean_ttft.max(1e-6) * 4.0;
-            let q = |level: f64| invert_monotone_rel(cdf, level, scale, 1e-6);
+            let cdf_pdf = |t: f64| {
+                let (c, d) = comps.iter().fold((0.0, 0.0), |(c, d), comp| {
+                    let (x, y) = comp.cdf_pdf(t);
+                    (c + x, d + y)
+                });
+                (c / wsum, d / wsum)
+            };
+            // Each quantile starts from the one below it (and the median from the mean).
+            let q50 = invert_cdf(cdf_pdf, LEVELS[0], 0.0, mean_ttft.max(1e-6), 1e-6);
+            let q95 = invert_cdf(cdf_pdf, LEVELS[1], q50, 2.0 * q50.max(1e-6), 1e-6);
+            let q99 = invert_cdf(cdf_pdf, LEVELS[2], q95, 1.3 * q95.max(1e-6), 1e-6);
             let slo = &cfg.metrics;
             let meets = if tpot <= slo.slo_tpot_s {
-                cdf(slo.slo_ttft_s)
+                cdf_pdf(slo.slo_ttft_s).0
             } else {
                 0.0
             };
             result = Some(Predicted {
                 ttft_mean_s: mean_ttft,
-                ttft_p50_s: q(LEVELS[0]),
-                ttft_p95_s: q(LEVELS[1]),
-                ttft_p99_s: q(LEVELS[2]),
+                ttft_p50_s: q50,
+                ttft_p95_s: q95,
+                ttft_p99_s: q99,
                 tpot_mean_s: if busy > 0.0 { tpot } else { self.decode(1) },
                 goodput_rps: goodput,
                 blocking,
@@ -1061,74 +1071,119 @@ fn min_residual_moments(atoms: &[Atom], size_u: &[usize], k_u: usize, b: u32) ->
 enum Comp {
     /// `base + U(0, w1) + U(0, w2)` with weight w.
     Uniform { w: f64, base: f64, w1: f64, w2: f64 },
-    /// Gamma with the given mean and SCV, weight w.
-    Gamma { w: f64, mean: f64, scv: f64 },
+    /// Gamma with the given mean [s] and SCV, weight w; shape `a = 1/scv`, rate
+    /// `a/mean` [1/s], `lga = ln Γ(a)` and `ln_a = ln a` fixed per component.
+    Gamma {
+        w: f64,
+        mean: f64,
+        scv: f64,
+        a: f64,
+        rate: f64,
+        lga: f64,
+        ln_a: f64,
+    },
+    /// A point mass at `at` [s] with weight w.
+    Step { w: f64, at: f64 },
 }
 
 impl Comp {
-    fn cdf(&self, t: f64) -> f64 {
+    /// Gamma with the given mean [s] and SCV (a point mass where either degenerates).
+    fn gamma(w: f64, mean: f64, scv: f64) -> Comp {
+        if mean <= 0.0 {
+            Comp::Step { w, at: 0.0 }
+        } else if scv <= 1e-12 {
+            Comp::Step { w, at: mean }
+        } else {
+            let a = 1.0 / scv;
+            Comp::Gamma {
+                w,
+                mean,
+                scv,
+                a,
+                rate: a / mean,
+                lga: libm::lgamma(a),
+                ln_a: libm::log(a),
+            }
+        }
+    }
+
+    /// Weighted CDF and density [1/s] at t.
+    fn cdf_pdf(&self, t: f64) -> (f64, f64) {
         match *self {
             Comp::Uniform { w, base, w1, w2 } => {
-                w * uniform_sum_cdf(t - base, w1.max(0.0), w2.max(0.0))
+                let (c, d) = uniform_sum_cdf_pdf(t - base, w1.max(0.0), w2.max(0.0));
+                (w * c, w * d)
             }
-            Comp::Gamma { w, mean, scv } => w * gamma_cdf_mean_scv(mean, scv, t),
+            Comp::Gamma {
+                w,
+                mean,
+                scv,
+                a,
+                rate,
+                lga,
+                ln_a,
+            } => {
+                let x = t * rate;
+                if x <= 0.0 {
+                    return (0.0, 0.0);
+                }
+                // Chernoff: P(a, x) or 1 − P(a, x) ≤ exp(−a·(r − 1 − ln r)), r = x/a.
+                let ln_x = libm::log(x);
+                if a * (x / a - 1.0 - ln_x + ln_a) > 40.0 {
+                    return (if x < a { 0.0 } else { w }, 0.0);
+                }
+                let pdf = libm::exp(a * ln_x - x - lga) / t;
+                (w * gamma_cdf_mean_scv(mean, scv, t), w * pdf)
+            }
+            Comp::Step { w, at } => (if t >= at { w } else { 0.0 }, 0.0),
         }
     }
 }
 
-/// Smallest t with `f(t) ≥ target` for a non-decreasing `f` on [0, ∞), to a relative
-/// tolerance `rel` (the model is not more accurate than 1e-6): bracket by doubling from
-/// `start`, then regula falsi with the Illinois step (superlinear on the smooth mixture
-/// CDFs; about 8 evaluations instead of bisection's 20), falling back to bisection when
-/// the interpolant stalls.
-fn invert_monotone_rel(f: impl Fn(f64) -> f64, target: f64, start: f64, rel: f64) -> f64 {
-    let (mut lo, mut hi) = (0.0, start.max(1e-9));
-    let mut f_lo = f(lo) - target;
-    let mut f_hi = f(hi) - target;
-    let mut guard = 0;
-    while f_hi < 0.0 && guard < 200 {
-        lo = hi;
-        f_lo = f_hi;
-        hi *= 2.0;
-        f_hi = f(hi) - target;
-        guard += 1;
-    }
-    if f_lo >= 0.0 {
-        return lo;
-    }
-    // Invariant: f_lo < 0 ≤ f_hi.
-    let mut side = 0i8;
-    let mut iters = 0;
-    while hi - lo > rel * hi && iters < 100 {
-        iters += 1;
-        let mut mid = if f_hi > f_lo {
-            lo + (hi - lo) * (-f_lo) / (f_hi - f_lo)
+/// Smallest t ≥ `lo` with `F(t) ≥ target` for a non-decreasing F on [0, ∞) given with its
+/// density (`f` returns both), `F(lo) < target`, to a relative tolerance `rel` (the model
+/// is not more accurate than 1e-6). Newton from `start`, kept inside the bracket found so
+/// far and replaced by bisection (or doubling, before an upper end is known) when it
+/// would leave it or stops halving the step, as in Numerical Recipes' `rtsafe`; about 5
+/// evaluations on the smooth mixture CDFs, and the bracket still closes on a jump.
+fn invert_cdf(f: impl Fn(f64) -> (f64, f64), target: f64, lo: f64, start: f64, rel: f64) -> f64 {
+    let (mut lo, mut hi) = (lo.max(0.0), f64::INFINITY);
+    let mut t = if start > lo {
+        start
+    } else {
+        lo.max(1e-9) * 2.0
+    };
+    let mut last_step = f64::INFINITY;
+    for _ in 0..200 {
+        let (c, d) = f(t);
+        let g = c - target;
+        if g >= 0.0 {
+            hi = t;
         } else {
-            0.5 * (lo + hi)
-        };
-        // Keep the step strictly inside, and bisect every few rounds as a safeguard.
-        let eps = 0.25 * rel * hi;
-        if !(mid > lo + eps && mid < hi - eps) || iters % 6 == 0 {
-            mid = 0.5 * (lo + hi);
+            lo = t;
         }
-        let fm = f(mid) - target;
-        if fm >= 0.0 {
-            hi = mid;
-            f_hi = fm;
-            if side == 1 {
-                f_lo *= 0.5;
+        if hi.is_finite() && hi - lo <= rel * hi {
+            return hi;
+        }
+        let newton = if d > 0.0 { t - g / d } else { f64::NAN };
+        let step = (newton - t).abs();
+        if newton > lo && newton < hi && step < 0.5 * last_step {
+            if step <= 0.05 * rel * t {
+                return newton;
             }
-            side = 1;
+            last_step = step;
+            t = newton;
         } else {
-            lo = mid;
-            f_lo = fm;
-            if side == -1 {
-                f_hi *= 0.5;
-            }
-            side = -1;
+            let next = if hi.is_finite() {
+                0.5 * (lo + hi)
+            } else {
+                2.0 * t
+            };
+            last_step = (next - t).abs();
+            t = next;
         }
     }
-    hi
+    hi.min(t)
 }
 
 /// CDF of `U(0, a) + U(0, b)` at y (degenerate widths allowed).
@@ -1153,6 +1208,25 @@ fn uniform_sum_cdf(y: f64, a: f64, b: f64) -> f64 {
     } else {
         1.0 - (w1 + w2 - y) * (w1 + w2 - y) / (2.0 * w1 * w2)
     }
+}
+
+/// CDF and density of `U(0, a) + U(0, b)` at y (degenerate widths allowed; a point mass
+/// has density 0).
+fn uniform_sum_cdf_pdf(y: f64, a: f64, b: f64) -> (f64, f64) {
+    let (w1, w2) = if a <= b { (a, b) } else { (b, a) };
+    let c = uniform_sum_cdf(y, a, b);
+    let d = if y <= 0.0 || y >= w1 + w2 || w2 <= 1e-15 {
+        0.0
+    } else if w1 <= 1e-15 {
+        1.0 / w2
+    } else if y < w1 {
+        y / (w1 * w2)
+    } else if y < w2 {
+        1.0 / w2
+    } else {
+        (w1 + w2 - y) / (w1 * w2)
+    };
+    (c, d)
 }
 
 #[cfg(test)]
@@ -1264,14 +1338,67 @@ mod tests {
 
     #[test]
     fn inversion_finds_exponential_quantiles() {
+        let exp2 = |t: f64| (1.0 - libm::exp(-2.0 * t), 2.0 * libm::exp(-2.0 * t));
         for level in [0.5, 0.95, 0.99, 0.999] {
-            let t = invert_monotone_rel(|t| 1.0 - libm::exp(-2.0 * t), level, 0.1, 1e-9);
             let exact = -libm::log(1.0 - level) / 2.0;
-            assert!((t - exact).abs() <= 1e-8 * exact, "{level}: {t} vs {exact}");
+            for start in [0.01, 0.1, 10.0] {
+                let t = invert_cdf(exp2, level, 0.0, start, 1e-9);
+                assert!((t - exact).abs() <= 1e-8 * exact, "{level}: {t} vs {exact}");
+            }
         }
         // A step CDF (an atom): the smallest t reaching the level.
-        let t = invert_monotone_rel(|t| if t >= 3.0 { 1.0 } else { 0.0 }, 0.5, 1.0, 1e-9);
+        let t = invert_cdf(
+            |t| (if t >= 3.0 { 1.0 } else { 0.0 }, 0.0),
+            0.5,
+            0.0,
+            1.0,
+            1e-9,
+        );
         assert!((t - 3.0).abs() < 1e-8, "{t}");
+        // A mixture with a plateau: half at 0.06 ± 0.01, half exponential of mean 5.
+        let mix = |t: f64| {
+            let (c, d) = uniform_sum_cdf_pdf(t - 0.05, 0.0, 0.02);
+            let e = libm::exp(-t / 5.0);
+            (0.5 * c + 0.5 * (1.0 - e), 0.5 * d + 0.1 * e)
+        };
+        for level in [0.3, 0.5, 0.95, 0.99] {
+            let t = invert_cdf(mix, level, 0.0, 2.5, 1e-9);
+            let lo = mix(t * (1.0 - 1e-8)).0;
+            assert!(
+                mix(t).0 >= level - 1e-9 && lo <= level + 1e-9,
+                "{level}: {t}"
+            );
+        }
+    }
+
+    #[test]
+    fn gamma_component_density_and_tails() {
+        for (mean, scv) in [
+            (0.5, 3.0),
+            (2.0, 1.0),
+            (10.0, 0.25),
+            (40.0, 0.02),
+            (90.0, 0.001),
+        ] {
+            let c = Comp::gamma(1.0, mean, scv);
+            for r in [0.01, 0.3, 0.9, 1.0, 1.1, 2.0, 5.0] {
+                let t = r * mean;
+                let (p, d) = c.cdf_pdf(t);
+                let exact = gamma_cdf_mean_scv(mean, scv, t);
+                assert!(
+                    (p - exact).abs() < 1e-16,
+                    "{mean} {scv} {t}: {p} vs {exact}"
+                );
+                let h = 1e-6 * t;
+                let num = (gamma_cdf_mean_scv(mean, scv, t + h)
+                    - gamma_cdf_mean_scv(mean, scv, t - h))
+                    / (2.0 * h);
+                assert!(
+                    (d - num).abs() < 1e-5 * num + 1e-12,
+                    "{mean} {scv} {t}: {d} vs {num}"
+                );
+            }
+        }
     }
 
     /// B = 1 without KV pressure is M/G/1: the diffusion-matched chain must give
