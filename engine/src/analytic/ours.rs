@@ -114,6 +114,20 @@ struct StateInfo {
     sys_var_ratio: f64,
 }
 
+/// An arrival that finds n < B running and starts at once: its TTFT read-out.
+struct StartState {
+    n: usize,
+    /// Time-average probability of n.
+    x: f64,
+    /// First decode after the prefill [s] (0 for the first-token-after-prefill convention).
+    dec: f64,
+    /// Mean residual of the iteration in progress [s].
+    res_mean: f64,
+    /// Probability that another joiner's prefill delays the first token, and by how much [s].
+    q: f64,
+    delta: f64,
+}
+
 impl Ours {
     /// # Errors
     /// [`AnalyticError::Config`] for an invalid configuration; [`AnalyticError::Unsupported`]
@@ -166,16 +180,6 @@ impl Ours {
                 t0 + (tokens - lo) * (t1 - t0)
             }
             _ => prefill_tokens(&self.cfg.cost, b, tokens),
-        }
-    }
-
-    /// Stall a joiner adds to the batch [s].
-    fn stall(&self, b: u32, tokens: f64) -> f64 {
-        match self.cfg.server.policy {
-            Policy::Chunked => {
-                (self.prefill_iter(b, tokens) - self.decode(b.saturating_sub(1).max(1))).max(0.0)
-            }
-            _ => self.prefill_iter(b, tokens),
         }
     }
 
@@ -248,6 +252,22 @@ impl Ours {
         } else {
             (1.0, 1.0)
         };
+        // Cost-model values by running-set size b (decode for all b; prefill and stall for a
+        // given prompt length, tabulated once per fixed-point pass). The stall a joiner adds
+        // to the batch is its prefill iteration (continuous), or what that iteration costs
+        // beyond a decode of the others (chunked).
+        let b_hi = b_max.max(b_cap0) + 1;
+        let dec: Vec<f64> = (0..=b_hi).map(|b| self.decode(b)).collect();
+        let cost_row = |tokens: f64| -> (Vec<f64>, Vec<f64>) {
+            let pf: Vec<f64> = (0..=b_hi).map(|b| self.prefill_iter(b, tokens)).collect();
+            let st = match cfg.server.policy {
+                Policy::Chunked => (0..=b_hi as usize)
+                    .map(|b| (pf[b] - dec[b.saturating_sub(1).max(1)]).max(0.0))
+                    .collect(),
+                _ => pf.clone(),
+            };
+            (pf, st)
+        };
         // Fixed point over accepted means, waits and acceptance.
         let mut acc_p = m.prompt.0;
         let mut acc_o = m.output.0;
@@ -255,43 +275,47 @@ impl Ours {
         let mut mean_wait = 0.0;
         let mut states: Vec<StateInfo> = Vec::new();
         let mut kv_alpha: Option<f64> = None;
-        // Prefill of each atom alone [s] (the service part of its hold time).
-        let pf1: Vec<f64> = self
-            .atoms
+        // Prefill of each atom alone [s] (the service part of its hold time); atoms sharing
+        // a prompt bin share the prompt.
+        let pf_bin: Vec<f64> = pbin_range
             .iter()
-            .map(|a| self.prefill_iter(1, a.prompt))
+            .map(|r| self.prefill_iter(1, r.2))
             .collect();
-        // Mean service part of the hold time of an arrival (no wait) [s].
-        let hold_service = |tau: f64| {
-            let (mut a, mut b) = (0.0, 0.0);
-            for ((at, &s), pf) in self.atoms.iter().zip(&size_u).zip(&pf1) {
+        let pf1: Vec<f64> = self.atoms.iter().map(|a| pf_bin[a.prompt_bin]).collect();
+        // Mean service part of the hold time of an arrival (no wait) [s]:
+        // (Σ w·pf + τ·Σ w·O) / Σ w over the sizes that fit.
+        let (hold_pf, hold_o, hold_w) = self.atoms.iter().zip(&size_u).zip(&pf1).fold(
+            (0.0, 0.0, 0.0),
+            |(a, o, b), ((at, &s), pf)| {
                 if s <= k_u {
-                    a += at.w * (pf + at.output * tau);
-                    b += at.w;
+                    (a + at.w * pf, o + at.w * at.output, b + at.w)
+                } else {
+                    (a, o, b)
                 }
-            }
-            a / b.max(1e-300)
-        };
+            },
+        );
+        let hold_service = |tau: f64| (hold_pf + tau * hold_o) / hold_w.max(1e-300);
+        // Prefill-time slope per prompt token at the full batch [s/token].
+        let slope = (self.prefill_iter(b_cap0, 1000.0) - self.prefill_iter(b_cap0, 0.0)) / 1000.0;
         let mut result = None;
         const ITERS: usize = 4;
         for iter in 0..ITERS {
             // Departure rates.
-            let d_full = b_max as f64
-                / (acc_o * self.decode(b_max) + b_max as f64 * self.stall(b_max, acc_p));
-            let service_b = |b: u32, sigma: f64| {
-                self.prefill_iter(b, acc_p) + acc_o * self.decode(b) / (1.0 - sigma)
-            };
+            let (pf_acc, st_acc) = cost_row(acc_p);
+            let bm = b_max as usize;
+            let d_full = b_max as f64 / (acc_o * dec[bm] + b_max as f64 * st_acc[bm]);
+            let service_b = |b: usize, sigma: f64| pf_acc[b] + acc_o * dec[b] / (1.0 - sigma);
             let b_cap = b_cap0;
             let death_at = |n: usize, accept: f64| {
                 if n == 0 {
                     return 0.0;
                 }
-                let b = (n as u32).min(b_cap);
+                let b = n.min(b_cap as usize);
                 if (n as u32) > b_cap {
-                    return b as f64 / (acc_o * self.decode(b) + b as f64 * self.stall(b, acc_p));
+                    return b as f64 / (acc_o * dec[b] + b as f64 * st_acc[b]);
                 }
                 let sigma = if (n as u32) < b_cap {
-                    (lambda * accept * self.stall(b + 1, acc_p)).min(0.9)
+                    (lambda * accept * st_acc[b + 1]).min(0.9)
                 } else {
                     0.0
                 };
@@ -301,7 +325,7 @@ impl Ours {
             let n_top: usize;
             // The KV composition depends on the wait only through the share of the hold
             // time spent waiting, α = W̄ / (W̄ + E[S]): once that settles, reuse it.
-            let tau = self.decode(b_max.min(4));
+            let tau = dec[b_max.min(4) as usize];
             let alpha = mean_wait / (mean_wait + hold_service(tau));
             if reserve && kv_alpha.is_some_and(|a: f64| (a - alpha).abs() < 0.01) {
                 n_top = states.len() - 1;
@@ -493,10 +517,10 @@ impl Ours {
             // arrivals and the transient's pace) and matches the variance; for M/G/1 the
             // chain's mean queue is then Pollaczek–Khinchine's exactly, for M/G/c
             // Allen–Cunneen's.
+            let bc = b_cap as usize;
             let scv_dep = {
-                let pf = self.prefill_iter(b_cap, acc_p);
-                let per_tok = self.decode(b_cap)
-                    + self.stall(b_cap, acc_p) * (b_cap as f64 - 1.0) / acc_o.max(1.0);
+                let pf = pf_acc[bc];
+                let per_tok = dec[bc] + st_acc[bc] * (b_cap as f64 - 1.0) / acc_o.max(1.0);
                 let var_o = (acc_o2 - acc_o * acc_o).max(0.0);
                 var_o * per_tok * per_tok / (pf + acc_o * per_tok).powi(2)
             };
@@ -543,14 +567,10 @@ impl Ours {
                 .sum::<f64>()
                 / accepted;
             // TTFT components.
-            let dec_full = self.decode(b_cap);
-            let tau_full = 1.0
-                / (d_full * new_o / b_cap as f64).max(1e-12)
-                / (new_o / b_cap as f64).max(1e-12);
-            let _ = tau_full;
-            let s_mean = self.prefill_iter(b_cap, new_p)
-                + new_o
-                    * (dec_full + (b_cap as f64 - 1.0) * self.stall(b_cap, new_p) / new_o.max(1.0));
+            let (pf_new, st_new) = cost_row(new_p);
+            let dec_full = dec[bc];
+            let s_mean = pf_new[bc]
+                + new_o * (dec_full + (b_cap as f64 - 1.0) * st_new[bc] / new_o.max(1.0));
             let var_o = (new_o2 - new_o * new_o).max(0.0);
             let per_tok = s_mean / new_o.max(1e-9);
             let s2 = s_mean * s_mean + var_o * per_tok * per_tok;
@@ -594,10 +614,15 @@ impl Ours {
                     new_o
                 }
             };
-            let mut comps: Vec<Comp> = Vec::new();
+            // Per state: arrivals starting at once (n < B) become one uniform-sum component
+            // per prompt bin, queued ones a gamma; the components are built only once the
+            // fixed point has settled.
+            let mut starts: Vec<StartState> = Vec::new();
+            let mut queued: Vec<(f64, f64, f64)> = Vec::new();
             let mut mean_ttft = 0.0;
             let mut wait_sum = 0.0;
             let mut wsum = 0.0;
+            let var_p = (m.prompt.1 - m.prompt.0 * m.prompt.0).max(0.0);
             for (n, (x, s)) in avg.iter().zip(&states).enumerate() {
                 let w_state = x * s.accept;
                 if w_state <= 0.0 {
@@ -605,50 +630,30 @@ impl Ours {
                 }
                 let nb = n as u32;
                 if nb < b_cap {
-                    let b = nb + 1;
-                    let dec = if after_decode { self.decode(b) } else { 0.0 };
-                    let sigma = (lambda * s.accept * self.stall(b, new_p)).min(0.9);
+                    let b = n + 1;
+                    let dec_b = if after_decode { dec[b] } else { 0.0 };
+                    let sigma = (lambda * s.accept * st_new[b]).min(0.9);
                     let res_mean = if n == 0 {
                         0.0
                     } else {
-                        (1.0 - sigma) * self.decode(nb) / 2.0
-                            + sigma * self.prefill_iter(nb, new_p) / 2.0
+                        (1.0 - sigma) * dec[n] / 2.0 + sigma * pf_new[n] / 2.0
                     };
-                    let pf_mean = self.prefill_iter(b, s.acc_prompt);
-                    let (q, delta) = if after_decode && b < b_cap {
+                    let pf_mean = self.prefill_iter(b as u32, s.acc_prompt);
+                    let (q, delta) = if after_decode && (b as u32) < b_cap {
                         let rate = lambda * states.get(n + 1).map_or(0.0, |t| t.accept);
-                        (
-                            1.0 - libm::exp(-rate * (res_mean + pf_mean)),
-                            self.stall(b + 1, new_p),
-                        )
+                        (1.0 - libm::exp(-rate * (res_mean + pf_mean)), st_new[b + 1])
                     } else {
                         (0.0, 0.0)
                     };
-                    mean_ttft += w_state * (res_mean + pf_mean + dec + q * delta);
-                    for (pb, &wb) in s.prompt_bins.iter().enumerate() {
-                        if wb <= 0.0 {
-                            continue;
-                        }
-                        let (lo, hi, _) = pbin_range[pb];
-                        let (t_lo, t_hi) = (
-                            self.prefill_iter(b, lo) + dec,
-                            self.prefill_iter(b, hi) + dec,
-                        );
-                        comps.push(Comp::Uniform {
-                            w: x * wb * (1.0 - q),
-                            base: t_lo,
-                            w1: 2.0 * res_mean,
-                            w2: t_hi - t_lo,
-                        });
-                        if q > 0.0 {
-                            comps.push(Comp::Uniform {
-                                w: x * wb * q,
-                                base: t_lo + delta,
-                                w1: 2.0 * res_mean,
-                                w2: t_hi - t_lo,
-                            });
-                        }
-                    }
+                    mean_ttft += w_state * (res_mean + pf_mean + dec_b + q * delta);
+                    starts.push(StartState {
+                        n,
+                        x: *x,
+                        dec: dec_b,
+                        res_mean,
+                        q,
+                        delta,
+                    });
                 } else {
                     let mdep = (nb - b_cap + 1) as f64;
                     // State-dependent service: KV-limited crowded states hold smaller
@@ -665,24 +670,13 @@ impl Ours {
                         1.0
                     };
                     let wvar = r * r * (first_var + f * (mdep - 1.0) * scv_s / (dfull_n * dfull_n));
-                    let dec = if after_decode {
-                        self.decode(b_cap)
-                    } else {
-                        0.0
-                    };
-                    let ft = self.prefill_iter(b_cap, s.acc_prompt) + dec;
-                    let slope =
-                        (self.prefill_iter(b_cap, 1000.0) - self.prefill_iter(b_cap, 0.0)) / 1000.0;
-                    let var_p = (m.prompt.1 - m.prompt.0 * m.prompt.0).max(0.0);
+                    let dec_b = if after_decode { dec_full } else { 0.0 };
+                    let ft = self.prefill_iter(b_cap, s.acc_prompt) + dec_b;
                     let total_mean = wmean + ft;
                     let total_var = wvar + slope * slope * var_p;
                     mean_ttft += w_state * total_mean;
                     wait_sum += w_state * wmean;
-                    comps.push(Comp::gamma(
-                        w_state,
-                        total_mean,
-                        total_var / (total_mean * total_mean),
-                    ));
+                    queued.push((w_state, total_mean, total_var / (total_mean * total_mean)));
                 }
                 wsum += w_state;
             }
@@ -697,6 +691,9 @@ impl Ours {
             acc_p = new_p;
             acc_o = new_o;
             acc_o2 = new_o2;
+            if !last {
+                continue;
+            }
             let busy: f64 = avg
                 .iter()
                 .enumerate()
@@ -713,13 +710,45 @@ impl Ours {
                     } else {
                         lambda * states[n].accept
                     };
-                    x * b as f64 * self.decode(b) * (1.0 + stall_rate * self.stall(b, new_p))
+                    x * b as f64 * dec[b as usize] * (1.0 + stall_rate * st_new[b as usize])
                 })
                 .sum::<f64>()
                 / busy.max(1e-300);
-            if !last {
-                continue;
+            let mut comps: Vec<Comp> =
+                Vec::with_capacity(2 * starts.len() * n_pbins + queued.len());
+            for st in &starts {
+                let s = &states[st.n];
+                let b = st.n as u32 + 1;
+                for (pb, &wb) in s.prompt_bins.iter().enumerate() {
+                    if wb <= 0.0 {
+                        continue;
+                    }
+                    let (lo, hi, _) = pbin_range[pb];
+                    let (t_lo, t_hi) = (
+                        self.prefill_iter(b, lo) + st.dec,
+                        self.prefill_iter(b, hi) + st.dec,
+                    );
+                    comps.push(Comp::Uniform {
+                        w: st.x * wb * (1.0 - st.q),
+                        base: t_lo,
+                        w1: 2.0 * st.res_mean,
+                        w2: t_hi - t_lo,
+                    });
+                    if st.q > 0.0 {
+                        comps.push(Comp::Uniform {
+                            w: st.x * wb * st.q,
+                            base: t_lo + st.delta,
+                            w1: 2.0 * st.res_mean,
+                            w2: t_hi - t_lo,
+                        });
+                    }
+                }
             }
+            comps.extend(
+                queued
+                    .iter()
+                    .map(|&(w, mean, scv)| Comp::gamma(w, mean, scv)),
+            );
             let cdf_pdf = |t: f64| {
                 let (c, d) = comps.iter().fold((0.0, 0.0), |(c, d), comp| {
                     let (x, y) = comp.cdf_pdf(t);
@@ -750,7 +779,6 @@ impl Ours {
             });
             break;
         }
-        let _ = acc_o2;
         match result {
             Some(r) => Ok(Prediction::Stable(r)),
             None => Err(AnalyticError::NoConvergence {
