@@ -418,7 +418,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if t < self.t {
             self.stats.time_monotone = false;
         }
-        self.area += self.in_system as f64 * (t - self.area_t);
+        self.area += count_f64(self.in_system) * (t - self.area_t);
         self.area_t = t;
         self.t = t;
     }
@@ -435,7 +435,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if r.arrival < self.area_t {
             self.stats.time_monotone = false;
         }
-        self.area += self.in_system as f64 * (r.arrival - self.area_t);
+        self.area += count_f64(self.in_system) * (r.arrival - self.area_t);
         self.area_t = r.arrival;
         let need = self.kv.blocks_for(r.total_tokens());
         let admitted = self.in_system < self.max_in_system
@@ -676,7 +676,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 epoch: self.epoch,
             },
         };
-        let at = |i: u64| a.t0 + (a.iters + i) as f64 * d;
+        let at = |i: u64| a.t0 + count_f64(a.iters + i) * d;
         // Until the first completion: the decode set's earliest finish, and the others'.
         let mut k = self.running[self.attached..]
             .iter()
@@ -693,7 +693,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 .sched
                 .arrival_can_join(n, self.cfg.server.max_batch as usize)
             {
-                let guess = (r.arrival - a.t0) / d - a.iters as f64;
+                let guess = (r.arrival - a.t0) / d - count_f64(a.iters);
                 k = k.min(first_boundary_at_or_after(&at, r.arrival, k, guess));
             }
         }
@@ -702,7 +702,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             if at(1) > h {
                 return Step::Stop;
             }
-            let guess = (h - a.t0) / d - a.iters as f64;
+            let guess = (h - a.t0) / d - count_f64(a.iters);
             k = k.min(last_boundary_at_or_before(&at, h, k, guess));
         }
         if self.paged {
@@ -829,7 +829,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 self.arrive(r);
             }
             let h = self.cfg.horizon_s;
-            self.area += self.in_system as f64 * (h - self.area_t).max(0.0);
+            self.area += count_f64(self.in_system) * (h - self.area_t).max(0.0);
             self.area_t = h;
             for s in &mut self.running[..self.attached] {
                 self.clock.sync(s);
@@ -864,6 +864,14 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             stats: self.stats,
         }
     }
+}
+
+/// A count as f64: the same number as `x as f64` for every count below 2^63, but one
+/// signed conversion instruction on x86-64 instead of the unsigned sequence.
+#[inline]
+fn count_f64(x: u64) -> f64 {
+    debug_assert!(x < 1 << 63);
+    x as i64 as f64
 }
 
 /// Emits one token at `t`.
