@@ -152,6 +152,65 @@ pub fn digest(records: &[RequestRecord]) -> u64 {
     h
 }
 
+/// The request stream with its next arrival looked ahead (what `Peekable::next_if` does,
+/// with the next arrival time kept as a plain f64 — infinite when the stream is over).
+struct Pending<I> {
+    it: I,
+    next: Option<Request>,
+    next_t: f64,
+}
+
+impl<I: Iterator<Item = Request>> Pending<I> {
+    fn new(mut it: I) -> Self {
+        let next = it.next();
+        Pending {
+            next_t: next.map_or(f64::INFINITY, |r| r.arrival),
+            next,
+            it,
+        }
+    }
+
+    fn peek(&self) -> Option<&Request> {
+        self.next.as_ref()
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<Request> {
+        let r = self.next.take();
+        self.next = self.it.next();
+        self.next_t = self.next.map_or(f64::INFINITY, |r| r.arrival);
+        r
+    }
+
+    /// The next request if it arrives before `t`.
+    #[inline]
+    fn pop_before(&mut self, t: f64) -> Option<Request> {
+        if self.next_t < t {
+            self.pop()
+        } else {
+            None
+        }
+    }
+
+    /// The next request if it arrives at or before `t`.
+    #[inline]
+    fn pop_at_or_before(&mut self, t: f64) -> Option<Request> {
+        if self.next_t <= t {
+            self.pop()
+        } else {
+            None
+        }
+    }
+}
+
+impl<I: Iterator<Item = Request>> Iterator for Pending<I> {
+    type Item = Request;
+
+    fn next(&mut self) -> Option<Request> {
+        self.next.is_some().then(|| self.pop()).flatten()
+    }
+}
+
 /// A run of identical decode iterations: iteration `i` of it ends at `t0 + i·d`.
 #[derive(Clone, Copy, Debug)]
 struct Anchor {
@@ -347,9 +406,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     fn run<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
-        let mut requests = requests.peekable();
+        let mut requests = Pending::new(requests);
         loop {
-            while let Some(r) = requests.next_if(|r| r.arrival <= self.t) {
+            while let Some(r) = requests.pop_at_or_before(self.t) {
                 self.arrive(r);
             }
             self.sample();
@@ -364,8 +423,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 );
                 match requests.peek() {
                     Some(r) => {
-                        let a = r.arrival;
-                        self.advance_to(a);
+                        self.advance_to(r.arrival);
                         continue;
                     }
                     None => break,
@@ -604,7 +662,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn iteration<I: Iterator<Item = Request>>(
         &mut self,
         plan: Plan,
-        requests: &mut std::iter::Peekable<I>,
+        requests: &mut Pending<I>,
     ) -> Step {
         let shape = BatchShape {
             running: self.running.len() as u32,
@@ -625,7 +683,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
-        while let Some(r) = requests.next_if(|r| r.arrival < t_end) {
+        while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
         let mut finished = decoders > 0 && self.decode_tick(t_end, decoders);
@@ -661,10 +719,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// A run of identical pure-decode iterations, jumped in one step.
-    fn decode_run<I: Iterator<Item = Request>>(
-        &mut self,
-        requests: &mut std::iter::Peekable<I>,
-    ) -> Step {
+    fn decode_run<I: Iterator<Item = Request>>(&mut self, requests: &mut Pending<I>) -> Step {
         let n = self.running.len();
         let d = self.cost.decode_step(n as u32, 0);
         let a = match self.anchor {
@@ -723,7 +778,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             self.grow_blocks(k, n);
         }
         let t_end = at(k);
-        while let Some(r) = requests.next_if(|r| r.arrival < t_end) {
+        while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
         let thr = self.stall_threshold;
