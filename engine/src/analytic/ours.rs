@@ -114,6 +114,11 @@ struct StateInfo {
     sys_var_ratio: f64,
 }
 
+/// `Σ_{i+s≤K} c[i]·x[s]` for x given by its prefix sums `cx` (`cx.len() = c.len() = K + 1`).
+fn tail_dot(c: &[f64], cx: &[f64]) -> f64 {
+    c.iter().zip(cx.iter().rev()).map(|(a, b)| a * b).sum()
+}
+
 /// An arrival that finds n < B running and starts at once: its TTFT read-out.
 struct StartState {
     n: usize,
@@ -382,9 +387,6 @@ impl Ours {
                 prefix(&mut g_o2);
                 prefix(&mut gg);
                 // Σ_{i+s≤K} c[i]·x[s] for x given by its prefix sums.
-                let tail_dot = |c: &[f64], cx: &[f64]| -> f64 {
-                    c.iter().zip(cx.iter().rev()).map(|(a, b)| a * b).sum()
-                };
                 // conv (this n), conv1 (n − 1), conv2 (n − 2), each normalised to mass 1;
                 // tot1 / tot2 the normalisers that made conv and conv1.
                 let mut conv = vec![0.0; k_u + 1];
@@ -415,22 +417,16 @@ impl Ours {
                         info.sys_var_ratio = ((e2 - e1 * e1).max(0.0) / (nf * g_var_o)).min(1.0);
                     }
                     if mass > 0.0 {
-                        for (j, c) in conv.iter().enumerate() {
-                            if *c == 0.0 {
-                                continue;
-                            }
-                            let w = c / mass;
-                            let free = k_u - j;
-                            info.accept += w * f_acc[free];
-                            info.acc_prompt += w * f_p[free];
-                            info.acc_output += w * f_o[free];
-                            info.acc_output2 += w * f_o2[free];
-                            // Prompt bins only shape the TTFT of arrivals that start at
-                            // once (n < B); queued arrivals use the mean prompt.
-                            if n < b_max as usize {
-                                for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
-                                    *pb += w * fb[free];
-                                }
+                        // An arrival finding j units taken sees k_u − j free.
+                        info.accept = tail_dot(&conv, &f_acc) / mass;
+                        info.acc_prompt = tail_dot(&conv, &f_p) / mass;
+                        info.acc_output = tail_dot(&conv, &f_o) / mass;
+                        info.acc_output2 = tail_dot(&conv, &f_o2) / mass;
+                        // Prompt bins only shape the TTFT of arrivals that start at once
+                        // (n < B); queued arrivals use the mean prompt.
+                        if n < b_max as usize {
+                            for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
+                                *pb = tail_dot(&conv, fb) / mass;
                             }
                         }
                     }
@@ -455,8 +451,13 @@ impl Ours {
                     std::mem::swap(&mut conv2, &mut conv1);
                     std::mem::swap(&mut conv1, &mut conv);
                     conv.iter_mut().for_each(|x| *x = 0.0);
+                    // Below its first non-zero entry the (n)-fold convolution is empty.
+                    let first = conv1.iter().position(|&c| c != 0.0).unwrap_or(k_u + 1);
                     for &(s, w) in &support {
-                        for (x, &c) in conv[s..].iter_mut().zip(&conv1[..]) {
+                        if s + first > k_u {
+                            break;
+                        }
+                        for (x, &c) in conv[s + first..].iter_mut().zip(&conv1[first..]) {
                             *x += c * w;
                         }
                     }
@@ -1006,40 +1007,45 @@ fn transient_law(pi: &[f64], births: &[f64], deaths: &[f64], top: usize, horizon
         .rposition(|&v| v / norm > 1e-18)
         .unwrap_or(0)
         .max(1);
-    // B = (2/L)(−S) − I.
-    let bd: Vec<f64> = diag.iter().map(|d| 2.0 * d / l - 1.0).collect();
-    let bo: Vec<f64> = off.iter().map(|o| -2.0 * o / l).collect();
-    let apply = |v: &[f64], out: &mut [f64], scale: f64, minus: &[f64]| {
-        for n in 0..m {
-            let mut s = bd[n] * v[n];
-            if n > 0 {
-                s += bo[n - 1] * v[n - 1];
-            }
-            if n < top {
-                s += bo[n] * v[n + 1];
-            }
-            out[n] = scale * s - minus[n];
+    // B = (2/L)(−S) − I, state n at index n + 1 with a zero on either side so that the
+    // three-term recurrence t_{k+1} = 2B·t_k − t_{k−1} is one branch-free pass.
+    let w = m + 2;
+    let mut bd = vec![0.0; w];
+    let mut lo = vec![0.0; w];
+    let mut up = vec![0.0; w];
+    for n in 0..m {
+        bd[n + 1] = 2.0 * diag[n] / l - 1.0;
+        if n > 0 {
+            lo[n + 1] = -2.0 * off[n - 1] / l;
         }
-    };
-    let zero = vec![0.0; m];
-    let mut t0 = vec![0.0; m];
-    t0[0] = 1.0;
-    let mut t1 = vec![0.0; m];
-    apply(&t0, &mut t1, 1.0, &zero);
-    let mut y: Vec<f64> = t0.iter().map(|v| v * r[0] / norm).collect();
-    for (yv, tv) in y.iter_mut().zip(&t1) {
-        *yv -= 2.0 * r[1] / norm * tv;
+        if n < top {
+            up[n + 1] = -2.0 * off[n] / l;
+        }
     }
-    let mut t2 = vec![0.0; m];
+    let mut t0 = vec![0.0; w];
+    t0[1] = 1.0;
+    let mut t1 = vec![0.0; w];
+    t1[1] = bd[1];
+    t1[2] = lo[2];
+    let mut y: Vec<f64> = t0
+        .iter()
+        .zip(&t1)
+        .map(|(a, b)| a * r[0] / norm - 2.0 * r[1] / norm * b)
+        .collect();
+    let mut t2 = vec![0.0; w];
     for (k, rk) in r.iter().enumerate().take(k_max + 1).skip(2) {
-        apply(&t1, &mut t2, 2.0, &t0);
         let ck = if k % 2 == 0 { 2.0 } else { -2.0 } * rk / norm;
-        for (yv, tv) in y.iter_mut().zip(&t2) {
-            *yv += ck * tv;
+        let (v0, v1, out, yv) = (&t0[..w], &t1[..w], &mut t2[..w], &mut y[..w]);
+        let (bd, lo, up) = (&bd[..w], &lo[..w], &up[..w]);
+        for i in 1..w - 1 {
+            let t = 2.0 * (bd[i] * v1[i] + lo[i] * v1[i - 1] + up[i] * v1[i + 1]) - v0[i];
+            out[i] = t;
+            yv[i] += ck * t;
         }
         std::mem::swap(&mut t0, &mut t1);
         std::mem::swap(&mut t1, &mut t2);
     }
+    let y = &y[1..=m];
     let s0 = libm::sqrt(pi[0]);
     y.iter()
         .zip(pi)
@@ -1051,38 +1057,56 @@ fn transient_law(pi: &[f64], births: &[f64], deaths: &[f64], top: usize, horizon
 /// length (accepted sizes), both relative to the mean spacing `E[O]/b` (so an exponential
 /// would give (1, 1)).
 fn min_residual_moments(atoms: &[Atom], size_u: &[usize], k_u: usize, b: u32) -> (f64, f64) {
-    let mut pts: Vec<(f64, f64)> = atoms
-        .iter()
-        .zip(size_u)
-        .filter(|(_, &s)| s <= k_u)
-        .map(|(a, _)| (a.output, a.w))
-        .collect();
-    pts.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let wsum: f64 = pts.iter().map(|p| p.1).sum();
-    let mean_o: f64 = pts.iter().map(|p| p.0 * p.1).sum::<f64>() / wsum.max(1e-300);
-    if pts.is_empty() || mean_o <= 0.0 {
+    let fits = || {
+        atoms
+            .iter()
+            .zip(size_u)
+            .filter(move |(_, &s)| s <= k_u)
+            .map(|(a, _)| (a.output, a.w))
+    };
+    let (wsum, wo, o_max) = fits().fold((0.0, 0.0, f64::NEG_INFINITY), |(w, wo, m), (o, x)| {
+        (w + x, wo + x * o, m.max(o))
+    });
+    let mean_o = wo / wsum.max(1e-300);
+    if wsum <= 0.0 || mean_o <= 0.0 {
         return (1.0, 1.0);
     }
-    // Suffix sums of w and w·o above each atom.
-    let n = pts.len();
-    let mut suf_w = vec![0.0; n + 1];
-    let mut suf_wo = vec![0.0; n + 1];
-    for i in (0..n).rev() {
-        suf_w[i] = suf_w[i + 1] + pts[i].1;
-        suf_wo[i] = suf_wo[i + 1] + pts[i].1 * pts[i].0;
-    }
-    let o_max = pts[n - 1].0;
+    // Quadrature points t_k = o_max·(k/N)², k = 1..=N. Each atom goes to the first k with
+    // O ≤ t_k, so the atoms above t_k (whose sums g(t) needs) are those of buckets > k: a
+    // counting pass instead of a sort.
     const N: usize = 600;
-    let mut idx = 0;
+    let ts: Vec<f64> = (0..=N)
+        .map(|k| {
+            let u = k as f64 / N as f64;
+            o_max * u * u
+        })
+        .collect();
+    let mut bucket_w = vec![0.0; N + 1];
+    let mut bucket_wo = vec![0.0; N + 1];
+    for (o, w) in fits() {
+        // k = ⌈N·√(O/o_max)⌉ up to rounding, then exact against the table.
+        let mut k = (libm::ceil(N as f64 * libm::sqrt((o / o_max).max(0.0))) as usize).clamp(1, N);
+        while k > 1 && o <= ts[k - 1] {
+            k -= 1;
+        }
+        while k < N && o > ts[k] {
+            k += 1;
+        }
+        bucket_w[k] += w;
+        bucket_wo[k] += w * o;
+    }
+    // Suffix sums over buckets > k: w and w·o above t_k.
+    let (mut suf_w, mut suf_wo) = (0.0, 0.0);
+    let mut above = vec![(0.0, 0.0); N + 1];
+    for k in (1..=N).rev() {
+        above[k] = (suf_w, suf_wo);
+        suf_w += bucket_w[k];
+        suf_wo += bucket_wo[k];
+    }
     let mut prev = (0.0, 1.0f64);
     let (mut m1, mut m2) = (0.0, 0.0);
-    for k in 1..=N {
-        let u = k as f64 / N as f64;
-        let t = o_max * u * u;
-        while idx < n && pts[idx].0 <= t {
-            idx += 1;
-        }
-        let g = ((suf_wo[idx] - t * suf_w[idx]) / (mean_o * wsum)).clamp(0.0, 1.0);
+    for (&(sw, swo), &t) in above.iter().zip(&ts).skip(1) {
+        let g = ((swo - t * sw) / (mean_o * wsum)).clamp(0.0, 1.0);
         let gb = g.powi(b as i32);
         let dt = t - prev.0;
         m1 += 0.5 * dt * (prev.1 + gb);
