@@ -8,6 +8,7 @@
 use crate::sse::SseParser;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -126,7 +127,7 @@ pub struct ServerTimings {
 /// What one streamed request produced. Times are [s] on the run clock.
 #[derive(Clone, Debug, Default)]
 pub struct StreamResult {
-    /// When the request was written to the connection [s].
+    /// When the request was handed to the HTTP client [s] (its connection writes it next).
     pub sent_s: f64,
     /// Arrival time of each chunk that carried text [s].
     pub token_chunk_s: Vec<f64>,
@@ -136,6 +137,12 @@ pub struct StreamResult {
     /// `None` = completed normally.
     pub error: Option<String>,
 }
+
+/// A streamed generation request built ahead of its send time (URL, headers, serialised
+/// JSON body), so that sending it is only the hand-over to the HTTP client. A request
+/// that could not be built carries the reason, reported as the request's error.
+#[derive(Debug)]
+pub struct PreparedRequest(Result<reqwest::Request, String>);
 
 fn short(s: &str) -> String {
     let s = s.trim();
@@ -364,13 +371,35 @@ impl Endpoint {
         }
     }
 
+    /// Builds the streamed request for `body` (see [`Endpoint::stream_prepared`]).
+    pub fn prepare(&self, body: &Value) -> PreparedRequest {
+        PreparedRequest(
+            self.auth(self.http.post(format!("{}{}", self.base, self.route())))
+                .json(body)
+                .build()
+                .map_err(|e| describe(&e)),
+        )
+    }
+
     /// Sends one streamed request and timestamps every text-carrying chunk on the run
     /// clock `t0`. Never fails: transport errors, bad statuses, cut streams and the
     /// `timeout` (whole request) end up in [`StreamResult::error`], with whatever arrived.
     pub async fn stream(&self, t0: Instant, body: &Value, timeout: Duration) -> StreamResult {
+        self.stream_prepared(t0, self.prepare(body), timeout).await
+    }
+
+    /// As [`Endpoint::stream`], for a request built beforehand with [`Endpoint::prepare`].
+    /// [`StreamResult::sent_s`] is stamped on the first poll, right before the request is
+    /// handed to the HTTP client.
+    pub async fn stream_prepared(
+        &self,
+        t0: Instant,
+        req: PreparedRequest,
+        timeout: Duration,
+    ) -> StreamResult {
         let mut st = StreamResult::default();
         let deadline = Instant::now() + timeout;
-        let fut = self.stream_inner(t0, body, &mut st);
+        let fut = self.stream_inner(t0, req, &mut st);
         if tokio::time::timeout_at(deadline, fut).await.is_err() {
             st.error = Some(format!(
                 "timed out after {:.1} s ({} chunks received)",
@@ -381,12 +410,16 @@ impl Endpoint {
         st
     }
 
-    async fn stream_inner(&self, t0: Instant, body: &Value, st: &mut StreamResult) {
-        let rb = self
-            .auth(self.http.post(format!("{}{}", self.base, self.route())))
-            .json(body);
+    async fn stream_inner(&self, t0: Instant, req: PreparedRequest, st: &mut StreamResult) {
         st.sent_s = t0.elapsed().as_secs_f64();
-        let resp = match rb.send().await {
+        let resp = match req.0 {
+            Ok(req) => self.http.execute(req).await,
+            Err(why) => {
+                st.error = Some(why);
+                return;
+            }
+        };
+        let resp = match resp {
             Ok(r) => r,
             Err(e) => {
                 st.error = Some(describe(&e));
@@ -419,51 +452,8 @@ impl Endpoint {
             parser.push(&chunk, |data| {
                 if data == "[DONE]" {
                     done = true;
-                    return;
-                }
-                let Ok(v) = serde_json::from_str::<Value>(data) else {
-                    return;
-                };
-                if let Some(e) = v.get("error") {
-                    st.error = Some(format!(
-                        "server error in stream: {}",
-                        error_message(&e.to_string())
-                    ));
-                }
-                if let Some(c) = v.pointer("/choices/0") {
-                    let text = if chat {
-                        c.pointer("/delta/content")
-                    } else {
-                        c.get("text")
-                    };
-                    if text.and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
-                        st.token_chunk_s.push(now);
-                    }
-                    if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
-                        st.finish_reason = Some(f.to_string());
-                    }
-                }
-                if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                    st.usage = Some(Usage {
-                        prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0)
-                            as u32,
-                        completion_tokens: u
-                            .get("completion_tokens")
-                            .and_then(Value::as_u64)
-                            .unwrap_or(0) as u32,
-                    });
-                }
-                if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
-                    st.timings = Some(ServerTimings {
-                        prompt_ms: t
-                            .get("prompt_ms")
-                            .and_then(Value::as_f64)
-                            .unwrap_or(f64::NAN),
-                        predicted_ms: t
-                            .get("predicted_ms")
-                            .and_then(Value::as_f64)
-                            .unwrap_or(f64::NAN),
-                    });
+                } else {
+                    st.apply_event(data, chat, now);
                 }
             });
             if done {
@@ -475,6 +465,147 @@ impl Endpoint {
                 "stream cut: ended before [DONE] after {} chunks",
                 st.token_chunk_s.len()
             ));
+        }
+    }
+}
+
+/// The fields of one streamed event that are read, borrowed from the line: no map is
+/// built and ordinary text is not copied. An event of any other shape is read as a
+/// generic JSON value instead, with the same meaning ([`StreamResult::apply_value`]).
+#[derive(serde::Deserialize)]
+struct Event<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<EventChoice<'a>>,
+    #[serde(default)]
+    usage: Option<EventUsage>,
+    #[serde(default)]
+    timings: Option<EventTimings>,
+    /// Present (even as `null`) = the server reports an error.
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct EventChoice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<EventDelta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct EventDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct EventUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+#[derive(serde::Deserialize)]
+struct EventTimings {
+    #[serde(default)]
+    prompt_ms: Option<f64>,
+    #[serde(default)]
+    predicted_ms: Option<f64>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+impl StreamResult {
+    /// Applies one `data:` event (not `[DONE]`) that arrived at `now` [s]: a text-carrying
+    /// event is a token chunk; `usage`, `timings`, `finish_reason` and `error` are kept.
+    /// Lines that are not JSON are ignored.
+    pub fn apply_event(&mut self, data: &str, chat: bool, now: f64) {
+        let Ok(ev) = serde_json::from_str::<Event>(data) else {
+            if let Ok(v) = serde_json::from_str::<Value>(data) {
+                self.apply_value(&v, chat, now);
+            }
+            return;
+        };
+        if let Some(e) = ev.error {
+            self.error = Some(format!(
+                "server error in stream: {}",
+                error_message(&e.to_string())
+            ));
+        }
+        if let Some(c) = ev.choices.first() {
+            let text = if chat {
+                c.delta.as_ref().and_then(|d| d.content.as_deref())
+            } else {
+                c.text.as_deref()
+            };
+            if text.is_some_and(|t| !t.is_empty()) {
+                self.token_chunk_s.push(now);
+            }
+            if let Some(f) = &c.finish_reason {
+                self.finish_reason = Some(f.to_string());
+            }
+        }
+        if let Some(u) = ev.usage {
+            self.usage = Some(Usage {
+                prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
+                completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
+            });
+        }
+        if let Some(t) = ev.timings {
+            self.timings = Some(ServerTimings {
+                prompt_ms: t.prompt_ms.unwrap_or(f64::NAN),
+                predicted_ms: t.predicted_ms.unwrap_or(f64::NAN),
+            });
+        }
+    }
+
+    /// [`StreamResult::apply_event`] for an event already read as a generic JSON value.
+    fn apply_value(&mut self, v: &Value, chat: bool, now: f64) {
+        if let Some(e) = v.get("error") {
+            self.error = Some(format!(
+                "server error in stream: {}",
+                error_message(&e.to_string())
+            ));
+        }
+        if let Some(c) = v.pointer("/choices/0") {
+            let text = if chat {
+                c.pointer("/delta/content")
+            } else {
+                c.get("text")
+            };
+            if text.and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
+                self.token_chunk_s.push(now);
+            }
+            if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(f.to_string());
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(Usage {
+                prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32,
+                completion_tokens: u
+                    .get("completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0) as u32,
+            });
+        }
+        if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
+            self.timings = Some(ServerTimings {
+                prompt_ms: t
+                    .get("prompt_ms")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::NAN),
+                predicted_ms: t
+                    .get("predicted_ms")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(f64::NAN),
+            });
         }
     }
 }
@@ -593,5 +724,47 @@ impl PromptBuilder {
             .map_or(offset, |i| i + 1);
         // calibration used offset 0; the rotation only changes which words appear
         self.text(start, chars)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The borrowed fast path and the generic JSON path agree on every event shape.
+    #[test]
+    fn typed_and_generic_events_agree() {
+        let events = [
+            r#"{"id":"x","object":"text_completion","choices":[{"text":" tok","index":0,"finish_reason":null}]}"#,
+            r#"{"choices":[{"text":"a\nb\u00e9","index":0}]}"#,
+            r#"{"choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":{"prompt_tokens":64,"completion_tokens":512}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
+            r#"{"choices":[{"delta":{"role":"assistant","content":"hi"},"index":0}]}"#,
+            r#"{"choices":[{"delta":{"content":null},"finish_reason":"stop"}],"usage":null}"#,
+            r#"{"choices":[{"text":"x"}],"timings":{"prompt_ms":1.5,"predicted_ms":20}}"#,
+            r#"{"timings":{"prompt_ms":"?"},"usage":{"prompt_tokens":-1,"completion_tokens":2.0}}"#,
+            r#"{"timings":null,"choices":[{"text":3,"finish_reason":7}]}"#,
+            r#"{"choices":[{"text":"ok"},{"text":5}]}"#,
+            r#"{"error":{"message":"out of memory","code":500}}"#,
+            r#"{"error":null}"#,
+            r#"{"choices":{"0":{"text":"odd"}}}"#,
+            r#"[1,2]"#,
+            r#"not json"#,
+        ];
+        for chat in [false, true] {
+            for (i, e) in events.iter().enumerate() {
+                let mut typed = StreamResult::default();
+                typed.apply_event(e, chat, i as f64);
+                let mut generic = StreamResult::default();
+                if let Ok(v) = serde_json::from_str::<Value>(e) {
+                    generic.apply_value(&v, chat, i as f64);
+                }
+                assert_eq!(
+                    format!("{typed:?}"),
+                    format!("{generic:?}"),
+                    "{e} (chat {chat})"
+                );
+            }
+        }
     }
 }
