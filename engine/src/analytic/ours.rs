@@ -107,7 +107,8 @@ struct StateInfo {
     acc_prompt: f64,
     acc_output: f64,
     acc_output2: f64,
-    /// Weight of each prompt bin among accepted arrivals finding n (sums to `accept`).
+    /// Weight of each prompt bin among accepted arrivals finding n (sums to `accept`);
+    /// empty for n ≥ B, whose arrivals queue.
     prompt_bins: Vec<f64>,
     /// Mean output length of the requests in system given n (reserve mode; KV-limited
     /// states hold smaller requests).
@@ -404,8 +405,14 @@ impl Ours {
                 loop {
                     let n = states.len();
                     let mass: f64 = conv.iter().sum();
+                    // Prompt bins only shape the TTFT of arrivals that start at once (n < B);
+                    // queued arrivals use the mean prompt.
                     let mut info = StateInfo {
-                        prompt_bins: vec![0.0; n_pbins],
+                        prompt_bins: if n < b_max as usize {
+                            vec![0.0; n_pbins]
+                        } else {
+                            Vec::new()
+                        },
                         ..StateInfo::default()
                     };
                     if mass > 0.0 && n > 0 {
@@ -425,12 +432,8 @@ impl Ours {
                         info.acc_prompt = tail_dot(&conv, &f_p) / mass;
                         info.acc_output = tail_dot(&conv, &f_o) / mass;
                         info.acc_output2 = tail_dot(&conv, &f_o2) / mass;
-                        // Prompt bins only shape the TTFT of arrivals that start at once
-                        // (n < B); queued arrivals use the mean prompt.
-                        if n < b_max as usize {
-                            for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
-                                *pb = tail_dot(&conv, fb) / mass;
-                            }
+                        for (pb, fb) in info.prompt_bins.iter_mut().zip(&f_bin) {
+                            *pb = tail_dot(&conv, fb) / mass;
                         }
                     }
                     if n > 0 {
@@ -501,7 +504,11 @@ impl Ours {
                         acc_prompt: m.prompt.0,
                         acc_output: m.output.0,
                         acc_output2: m.output.1,
-                        prompt_bins: bins.clone(),
+                        prompt_bins: if n < b_max as usize {
+                            bins.clone()
+                        } else {
+                            Vec::new()
+                        },
                         sys_output: 0.0,
                         sys_var_ratio: 1.0,
                     });
@@ -1447,25 +1454,28 @@ fn invert_cdf(
         // (where F itself bends sharply): Newton's step −(L − L*)/L', corrected by Halley's
         // factor when the curvature is mild.
         let q = 1.0 - c;
-        let step = if d > 0.0 && c > 0.0 && q > 0.0 {
+        // The step, and the error a Newton step of that size leaves (|L''/2L'|·step²;
+        // Halley's is of higher order).
+        let (step, left) = if d > 0.0 && c > 0.0 && q > 0.0 {
             let pq = c * q;
             let h = libm::log(c / q) - logit_target;
             let l1 = d / pq;
             let l2 = e / pq - d * d * (q - c) / (pq * pq);
             let newton = -h / l1;
             let corr = 1.0 - 0.5 * newton * l2 / l1;
-            if (0.5..=2.0).contains(&corr) {
+            let step = if (0.5..=2.0).contains(&corr) {
                 newton / corr
             } else {
                 newton
-            }
+            };
+            (step, (0.5 * l2 / l1).abs() * step * step)
         } else {
-            f64::NAN
+            (f64::NAN, f64::NAN)
         };
         let next = t + step;
         if next > lo && next < hi && step.abs() < 0.5 * last_step {
-            if step.abs() <= rel * t {
-                // Cubic (or quadratic) convergence: the error left is far below rel.
+            if step.abs() <= rel * t || left <= 0.01 * rel * t {
+                // Converged to well below rel once this step is taken.
                 return next;
             }
             last_step = step.abs();
