@@ -117,11 +117,14 @@ fn lognormal_bins(median: f64, sigma: f64, n: usize) -> Vec<Bin> {
     }
     let edges = tail_edges(n);
     let shift = libm::exp(sigma * sigma / 2.0);
+    // Each inner edge bounds two bins: its normal quantile and shifted CDF once.
+    let z: Vec<f64> = edges.iter().map(|&u| normal_quantile(u)).collect();
+    let cdf_shifted: Vec<f64> = z.iter().map(|&x| normal_cdf(x - sigma)).collect();
     let mut bins = Vec::with_capacity(n);
     for i in 0..n {
         let (ua, ub) = (edges[i], edges[i + 1]);
-        let (za, zb) = (normal_quantile(ua), normal_quantile(ub));
-        let part = normal_cdf(zb - sigma) - normal_cdf(za - sigma);
+        let (za, zb) = (z[i], z[i + 1]);
+        let part = cdf_shifted[i + 1] - cdf_shifted[i];
         let mean = median * shift * part / (ub - ua);
         let lo = if za.is_finite() {
             median * libm::exp(sigma * za)
@@ -189,6 +192,7 @@ fn push_atoms(dist: &LengthDist, n: usize, weight: f64, out: &mut Vec<Atom>, bin
         } => {
             let pb = lognormal_bins(*prompt_median, *prompt_sigma, n);
             let ob = lognormal_bins(*output_median, *output_sigma, n);
+            out.reserve(pb.len() * ob.len());
             for (i, p) in pb.iter().enumerate() {
                 for o in &ob {
                     out.push(Atom {
