@@ -116,6 +116,39 @@ struct StateInfo {
     /// Variance of the summed output of the n requests in system, relative to n times the
     /// unconditional per-request variance (below 1 where the KV limit truncates the sum).
     sys_var_ratio: f64,
+    /// Prefill iteration of the accepted mean prompt [s]: joining the running set it finds
+    /// (n + 1 for n < B) and at the full batch (queued arrivals).
+    pf_start: f64,
+    pf_queued: f64,
+}
+
+/// `libm::ceil` for x ≥ 0, without the call where x fits an integer exactly.
+fn ceil_nonneg(x: f64) -> f64 {
+    if (0.0..4.5e15).contains(&x) {
+        let t = x as i64 as f64;
+        if t < x {
+            t + 1.0
+        } else {
+            t
+        }
+    } else {
+        libm::ceil(x)
+    }
+}
+
+/// `libm::round` (halves away from zero) for x ≥ 0, without the call where x fits an
+/// integer exactly.
+fn round_nonneg(x: f64) -> f64 {
+    if (0.0..4.5e15).contains(&x) {
+        let t = x as i64 as f64;
+        if x - t >= 0.5 {
+            t + 1.0
+        } else {
+            t
+        }
+    } else {
+        libm::round(x)
+    }
 }
 
 /// `Σ_{i+s≤K} c[i]·x[s]` for x given by its prefix sums `cx` (`cx.len() = c.len() = K + 1`).
@@ -217,11 +250,14 @@ impl Ours {
         // KV grid.
         let unit = (k_tok / GRID).max(1.0);
         let k_u = libm::floor(k_tok / unit) as usize;
-        let size_tok = |a: &Atom| libm::ceil((a.prompt + a.output) / block) * block;
-        let size_u: Vec<usize> = self
+        let size_tok: Vec<f64> = self
             .atoms
             .iter()
-            .map(|a| libm::round(size_tok(a) / unit) as usize)
+            .map(|a| ceil_nonneg((a.prompt + a.output) / block) * block)
+            .collect();
+        let size_u: Vec<usize> = size_tok
+            .iter()
+            .map(|&t| round_nonneg(t / unit) as usize)
             .collect();
         // Arrival-size tables over the free space x (units): acceptance, E[P·1], E[O·1],
         // E[O²·1], per prompt bin.
@@ -230,8 +266,8 @@ impl Ours {
         let mut f_o = vec![0.0; k_u + 1];
         let mut f_o2 = vec![0.0; k_u + 1];
         let mut f_bin = vec![vec![0.0; k_u + 1]; n_pbins];
-        for (a, &s) in self.atoms.iter().zip(&size_u) {
-            if s <= k_u && size_tok(a) <= k_tok {
+        for ((a, &s), &tok) in self.atoms.iter().zip(&size_u).zip(&size_tok) {
+            if s <= k_u && tok <= k_tok {
                 f_acc[s] += a.w;
                 f_p[s] += a.w * a.prompt;
                 f_o[s] += a.w * a.output;
@@ -447,6 +483,12 @@ impl Ours {
                         info.acc_prompt /= info.accept;
                         info.acc_output /= info.accept;
                         info.acc_output2 /= info.accept;
+                        // Fixed with the state, so tabulated once per rebuild.
+                        if (n as u32) < b_cap {
+                            info.pf_start = self.prefill_iter(n as u32 + 1, info.acc_prompt);
+                        } else {
+                            info.pf_queued = self.prefill_iter(b_cap, info.acc_prompt);
+                        }
                     }
                     states.push(info);
                     if done {
@@ -498,6 +540,7 @@ impl Ours {
                 for a in &self.atoms {
                     bins[a.prompt_bin] += a.w;
                 }
+                let pf_queued = self.prefill_iter(b_cap, m.prompt.0);
                 for n in 0..=top {
                     states.push(StateInfo {
                         accept: if n == top && cap.is_some() { 0.0 } else { 1.0 },
@@ -511,6 +554,12 @@ impl Ours {
                         },
                         sys_output: 0.0,
                         sys_var_ratio: 1.0,
+                        pf_start: if (n as u32) < b_cap {
+                            self.prefill_iter(n as u32 + 1, m.prompt.0)
+                        } else {
+                            0.0
+                        },
+                        pf_queued,
                     });
                 }
                 n_top = top;
@@ -649,7 +698,7 @@ impl Ours {
                     } else {
                         (1.0 - sigma) * dec[n] / 2.0 + sigma * pf_new[n] / 2.0
                     };
-                    let pf_mean = self.prefill_iter(b as u32, s.acc_prompt);
+                    let pf_mean = s.pf_start;
                     let (q, delta) = if after_decode && (b as u32) < b_cap {
                         let rate = lambda * states.get(n + 1).map_or(0.0, |t| t.accept);
                         (1.0 - libm::exp(-rate * (res_mean + pf_mean)), st_new[b + 1])
@@ -682,7 +731,7 @@ impl Ours {
                     };
                     let wvar = r * r * (first_var + f * (mdep - 1.0) * scv_s / (dfull_n * dfull_n));
                     let dec_b = if after_decode { dec_full } else { 0.0 };
-                    let ft = self.prefill_iter(b_cap, s.acc_prompt) + dec_b;
+                    let ft = s.pf_queued + dec_b;
                     let total_mean = wmean + ft;
                     let total_var = wvar + slope * slope * var_p;
                     mean_ttft += w_state * total_mean;
@@ -1277,7 +1326,7 @@ fn min_residual_moments(atoms: &[Atom], size_u: &[usize], k_u: usize, b: u32) ->
     let mut bucket_wo = vec![0.0; N + 1];
     for (o, w) in fits() {
         // k = ⌈N·√(O/o_max)⌉ up to rounding, then exact against the table.
-        let mut k = (libm::ceil(N as f64 * libm::sqrt((o / o_max).max(0.0))) as usize).clamp(1, N);
+        let mut k = (ceil_nonneg(N as f64 * libm::sqrt((o / o_max).max(0.0))) as usize).clamp(1, N);
         while k > 1 && o <= ts[k - 1] {
             k -= 1;
         }
@@ -1702,6 +1751,25 @@ mod tests {
         solve_tridiagonal(&dl, &d, &du, &mut x);
         for (a, b) in x.iter().zip(&x_true) {
             assert!((a - b).abs() < 1e-9, "{x:?}");
+        }
+    }
+
+    #[test]
+    fn rounding_matches_libm() {
+        for x in [
+            0.0,
+            0.2,
+            0.5,
+            0.49999999999999994,
+            1.0,
+            1.5,
+            2.5,
+            7.999999999,
+            1e15 + 0.5,
+            3e16,
+        ] {
+            assert_eq!(ceil_nonneg(x), libm::ceil(x), "{x}");
+            assert_eq!(round_nonneg(x), libm::round(x), "{x}");
         }
     }
 
