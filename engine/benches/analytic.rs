@@ -39,6 +39,15 @@ mod native {
             });
             group.finish();
         }
+        // The heaviest configuration for `ours` (near-critical B = 4 with a slow transient
+        // and a KV rebuild in three of its four fixed-point passes).
+        let worst = SimConfig::reference(3.0, 4, 16384);
+        let mut group = c.benchmark_group("ours");
+        group.sample_size(20);
+        group.bench_function("worst config (λ=3, B=4, K=16384)", |bch| {
+            bch.iter(|| black_box(predict(ModelKind::Ours, black_box(&worst))))
+        });
+        group.finish();
     }
 
     criterion_group!(benches, bench);
