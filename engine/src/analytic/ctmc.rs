@@ -6,11 +6,11 @@
 //! class-count vectors x with `Σ x_k d_k ≤ ⌊K/16⌋`. Arrivals of class k at `λ/M` join if
 //! they fit (else blocked); completions are processor sharing over the batch: class k
 //! leaves at `(x_k/n) · min(n, B) / s_k(min(n, B))`, `s_k(b) = prefill(b, P_k) + O_k
-//! decode(b)`. The stationary distribution solves `πQ = 0, Σπ = 1` directly (banded Gaussian
-//! elimination in mixed-radix state order, ~states × band² work) or, when the band is too
-//! wide, with the sparse
-//! BiCGSTAB solver of `sprs` (Jacobi-scaled; power iteration on the uniformised chain as a
-//! fallback). Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
+//! decode(b)`. The stationary distribution solves `πQ = 0, Σπ = 1` directly with faer's
+//! sparse LU (states in mixed-radix order keep the generator banded, ~states × band² work)
+//! or, when the band is too wide, with the sparse BiCGSTAB solver of `sprs` (Jacobi-scaled;
+//! power iteration on the uniformised chain as a fallback); every answer is checked by its
+//! balance residual. Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
 //! quantiles from the Erlang(n + 1 − B, B/s(B)) wait mixture.
 //!
 //! # Known defects (kept on purpose)
@@ -166,13 +166,16 @@ impl ReferenceCtmc {
         for i in 0..ns {
             tri.add_triplet(0, i, 1.0);
         }
-        // Direct banded solve first: states are in mixed-radix order, so every transition
-        // stays within `radix[m − 1]` positions (exact, dense band, no pivoting needed for
-        // this column-diagonally-dominant system). Iterative solvers only when the band is
-        // too wide for that.
+        // Direct sparse LU first: states are in mixed-radix order, so every transition stays
+        // within `radix[m − 1]` positions and the factors' fill stays within that band.
+        // Iterative solvers only when the band is too wide for that.
         let bw = states_bandwidth(&out_edges);
-        if (ns as f64) * (bw as f64).powi(2) <= BAND_FLOPS {
-            let mut pi = band_stationary(ns, bw, &out_edges, &diag);
+        let direct = if (ns as f64) * (bw as f64).powi(2) <= BAND_FLOPS {
+            direct_stationary(ns, &out_edges, &diag)
+        } else {
+            None
+        };
+        if let Some(mut pi) = direct {
             let total: f64 = pi.iter().sum();
             pi.iter_mut().for_each(|p| *p /= total);
             let residual = balance_residual(&pi, &out_edges, &diag);
@@ -314,19 +317,20 @@ fn states_bandwidth(edges: &[(usize, usize, f64)]) -> usize {
 }
 
 /// Stationary vector from `π_0 = 1` and the balance equations of states 1.., solved by
-/// banded Gaussian elimination on dense band storage; unnormalised.
-fn band_stationary(ns: usize, bw: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Vec<f64> {
+/// faer's sparse LU (fill-reducing ordering, partial pivoting); unnormalised. `None` if the
+/// factorisation fails (a singular system).
+fn direct_stationary(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Option<Vec<f64>> {
+    use faer::linalg::solvers::Solve;
+    use faer::sparse::{SparseColMat, Triplet};
     if ns == 1 {
-        return vec![1.0];
+        return Some(vec![1.0]);
     }
     // Unknowns x = π_1..π_{ns−1}; equation for state j ≥ 1: Σ_i π_i q(i→j) − π_j d_j = 0.
     let n = ns - 1;
-    let w = 2 * bw + 1;
-    let mut band = vec![0.0f64; n * w];
-    let at = |r: usize, c: usize| r * w + (c + bw - r);
+    let mut tri = TriMat::new((n, n));
     let mut rhs = vec![0.0f64; n];
     for (j, d) in diag.iter().enumerate().skip(1) {
-        band[at(j - 1, j - 1)] -= d;
+        tri.add_triplet(j - 1, j - 1, -d);
     }
     for &(i, j, r) in edges {
         if j == 0 {
@@ -335,36 +339,22 @@ fn band_stationary(ns: usize, bw: usize, edges: &[(usize, usize, f64)], diag: &[
         if i == 0 {
             rhs[j - 1] -= r;
         } else {
-            band[at(j - 1, i - 1)] += r;
+            tri.add_triplet(j - 1, i - 1, r);
         }
     }
-    for k in 0..n {
-        let piv = band[at(k, k)];
-        let end = (k + bw + 1).min(n);
-        for r in k + 1..end {
-            let l = band[at(r, k)] / piv;
-            if l == 0.0 {
-                continue;
-            }
-            for c in k + 1..end {
-                band[at(r, c)] -= l * band[at(k, c)];
-            }
-            rhs[r] -= l * rhs[k];
-        }
-    }
-    let mut x = vec![0.0f64; n];
-    for k in (0..n).rev() {
-        let end = (k + bw + 1).min(n);
-        let mut v = rhs[k];
-        for c in k + 1..end {
-            v -= band[at(k, c)] * x[c];
-        }
-        x[k] = v / band[at(k, k)];
-    }
+    // sprs sums repeated entries; faer takes the merged triplets.
+    let merged = tri.to_csc::<usize>();
+    let entries: Vec<Triplet<usize, usize, f64>> = merged
+        .iter()
+        .map(|(&v, (r, c))| Triplet::new(r, c, v))
+        .collect();
+    let a = SparseColMat::<usize, f64>::try_new_from_triplets(n, n, &entries).ok()?;
+    let lu = a.sp_lu().ok()?;
+    let x = lu.solve(faer::col::Col::from_fn(n, |i| rhs[i]));
     let mut pi = Vec::with_capacity(ns);
     pi.push(1.0);
-    pi.extend(x);
-    pi
+    pi.extend((0..n).map(|i| x[i]));
+    Some(pi)
 }
 
 /// Max |inflow − outflow| relative to total flow.
