@@ -1,30 +1,18 @@
 // End-to-end test of the built page (dist/) in Debian's headless Chromium.
 // Usage: node e2e/app.test.mjs dist
 import { chromium } from 'playwright-core';
-import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
+import { serveDist } from './static_server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = path.resolve(process.argv[2] || 'dist');
 const shots = path.join(here, 'screenshots');
 fs.mkdirSync(shots, { recursive: true });
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.csv': 'text/csv', '.json': 'application/json', '.md': 'text/plain' };
-
-const server = http.createServer((req, res) => {
-  const u = new URL(req.url, 'http://x');
-  let p = path.join(dist, decodeURIComponent(u.pathname));
-  if (!p.startsWith(dist)) { res.writeHead(403).end(); return; }
-  if (fs.existsSync(p) && fs.statSync(p).isDirectory()) p = path.join(p, 'index.html');
-  if (!fs.existsSync(p)) { res.writeHead(404).end('not found'); return; }
-  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
-  fs.createReadStream(p).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
-const base = `http://127.0.0.1:${server.address().port}/`;
+const { base, close: closeServer } = await serveDist(dist);
 
 const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvq-chrome-'));
 // A fresh --user-data-dir: playwright passes it through launchPersistentContext.
@@ -221,7 +209,7 @@ await check('still no console errors', async () => {
 });
 
 await browser.close();
-server.close();
+closeServer();
 fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
   `800-run reference grid ${numbers.grid_800_runs_ms} ms; wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +

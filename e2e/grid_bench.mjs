@@ -2,23 +2,14 @@
 // Debian's headless Chromium; prints each time and the median.
 // Usage: node e2e/grid_bench.mjs dist [N=5]
 import { chromium } from 'playwright-core';
-import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { serveDist } from './static_server.mjs';
 
 const dist = path.resolve(process.argv[2] || 'dist');
 const n = Number(process.argv[3] || 5);
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.csv': 'text/csv', '.json': 'application/json' };
-const server = http.createServer((req, res) => {
-  let p = path.join(dist, decodeURIComponent(new URL(req.url, 'http://x').pathname));
-  if (!p.startsWith(dist)) { res.writeHead(403).end(); return; }
-  if (fs.existsSync(p) && fs.statSync(p).isDirectory()) p = path.join(p, 'index.html');
-  if (!fs.existsSync(p)) { res.writeHead(404).end('not found'); return; }
-  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
-  fs.createReadStream(p).pipe(res);
-});
-await new Promise((r) => server.listen(0, '127.0.0.1', r));
+const { base, close: closeServer } = await serveDist(dist);
 const userDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kvq-bench-'));
 const browser = await chromium.launchPersistentContext(userDir, {
   executablePath: '/usr/bin/chromium',
@@ -26,7 +17,7 @@ const browser = await chromium.launchPersistentContext(userDir, {
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
 });
 const page = await browser.newPage();
-await page.goto(`http://127.0.0.1:${server.address().port}/`);
+await page.goto(base);
 // The page's own first sweep must be over before the grid replaces it.
 await page.waitForFunction(() => document.documentElement.dataset.sweepDone, null, { timeout: 60000 });
 await page.click('.bench summary');
@@ -41,5 +32,5 @@ for (let i = 0; i < n; i++) {
 const sorted = [...times].sort((a, b) => a - b);
 console.log(`800-run grid in the page: median ${sorted[Math.floor((n - 1) / 2)]} ms, min ${sorted[0]}, max ${sorted[n - 1]} (${n} runs, ${os.loadavg()[0].toFixed(2)} load)`);
 await browser.close();
-server.close();
+closeServer();
 fs.rmSync(userDir, { recursive: true, force: true });
