@@ -34,7 +34,6 @@ pub struct Quantiles {
     /// exact, 0 once the histogram is used (so one comparison selects the path).
     room: usize,
     hist: Option<Box<Histogram<u64>>>,
-    /// Values in the histogram (the exact ones are `exact.len()`).
     n: u64,
     sum: f64,
     max: f64,
@@ -69,6 +68,7 @@ impl Quantiles {
 
     #[inline]
     pub fn push(&mut self, x: f64) {
+        self.n += 1;
         self.sum += x;
         self.max = self.max.max(x);
         if self.exact.len() < self.room {
@@ -87,12 +87,10 @@ impl Quantiles {
             for &k in &self.exact {
                 record(&mut h, from_total_order_key(k));
             }
-            self.n = self.exact.len() as u64;
             self.exact = Vec::new();
             self.room = 0;
             self.hist = Some(Box::new(h));
         }
-        self.n += 1;
         if let Some(h) = &mut self.hist {
             record(h, x);
         }
@@ -104,15 +102,11 @@ impl Quantiles {
     }
 
     pub fn len(&self) -> u64 {
-        if self.hist.is_none() {
-            self.exact.len() as u64
-        } else {
-            self.n
-        }
+        self.n
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.n == 0
     }
 
     /// Percentile q in [0, 1].
@@ -135,7 +129,7 @@ impl Quantiles {
     }
 
     pub fn dist(mut self) -> Dist {
-        let n = self.len();
+        let n = self.n;
         if n == 0 {
             return Dist::default();
         }
