@@ -124,7 +124,6 @@ impl ReferenceCtmc {
         }
         let ns = states.len();
         let lambda = params.lambda;
-        let mut tri = TriMat::new((ns, ns));
         let mut diag = vec![0.0f64; ns];
         let mut accept = vec![0.0f64; ns];
         // Generator transposed: A[j][i] = q(i → j).
@@ -148,23 +147,6 @@ impl ReferenceCtmc {
         }
         for &(i, _, r) in &out_edges {
             diag[i] += r;
-        }
-        let scale: Vec<f64> = diag
-            .iter()
-            .map(|d| if *d > 0.0 { 1.0 / d } else { 1.0 })
-            .collect();
-        for &(i, j, r) in &out_edges {
-            if j != 0 {
-                tri.add_triplet(j, i, r * scale[j]);
-            }
-        }
-        for (i, d) in diag.iter().enumerate() {
-            if i != 0 {
-                tri.add_triplet(i, i, -d * scale[i]);
-            }
-        }
-        for i in 0..ns {
-            tri.add_triplet(0, i, 1.0);
         }
         // Direct sparse LU first: states are in mixed-radix order, so every transition stays
         // within `radix[m − 1]` positions and the factors' fill stays within that band.
@@ -197,6 +179,25 @@ impl ReferenceCtmc {
                     params.k_tokens
                 ),
             });
+        }
+        // Jacobi-scaled balance equations, the first replaced by Σπ = 1.
+        let mut tri = TriMat::new((ns, ns));
+        let scale: Vec<f64> = diag
+            .iter()
+            .map(|d| if *d > 0.0 { 1.0 / d } else { 1.0 })
+            .collect();
+        for &(i, j, r) in &out_edges {
+            if j != 0 {
+                tri.add_triplet(j, i, r * scale[j]);
+            }
+        }
+        for (i, d) in diag.iter().enumerate() {
+            if i != 0 {
+                tri.add_triplet(i, i, -d * scale[i]);
+            }
+        }
+        for i in 0..ns {
+            tri.add_triplet(0, i, 1.0);
         }
         let a = tri.to_csr::<usize>();
         let all: Vec<usize> = (0..ns).collect();
