@@ -511,10 +511,11 @@ fn select_field(
 }
 
 fn answer(c: Ctx) -> impl IntoView {
+    // Only whether a curve sweep runs matters here, not its progress.
+    let sweeping = Memo::new(move |_| c.run.with(|r| r.running() && !r.grid));
     move || {
         let p = c.params.get();
         let points = c.points.get();
-        let run = c.run.get();
         let models = c.models.get();
         let slo = format!(
             "TTFT ≤ {} s and TPOT ≤ {} s for ≥ {:.0} % of requests",
@@ -522,7 +523,7 @@ fn answer(c: Ctx) -> impl IntoView {
             p.slo_tpot_s,
             SLO_TARGET * 100.0
         );
-        let sim = if run.running() && !run.grid || points.len() < p.rates.len() {
+        let sim = if sweeping.get() || points.len() < p.rates.len() {
             "simulating…".to_string()
         } else {
             match capacity_at_slo(&points, SLO_TARGET) {
