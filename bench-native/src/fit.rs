@@ -1,10 +1,13 @@
 //! `bench-native fit`: a microbenchmark → the engine's cost models.
 //!
 //! * `table`: the measured points as they are ([`engine::cost::TableCost`]).
-//! * `linear`: `β0 + βp·prefill_tokens + βd·decode_seqs` ([`engine::cost::LinearCost`],
-//!   `βkv = 0`: with one context length per stream count it is not identifiable), by least
-//!   squares on relative error (each point weighted 1/latency, so the millisecond decode
-//!   steps count as much as the long prefills), with coefficients kept ≥ 0 (active set).
+//! * `linear`: `β0 + βp·prefill_tokens + βd·decode_seqs + βkv·context_tokens`
+//!   ([`engine::cost::LinearCost`]), by least squares on relative error (each point weighted
+//!   1/latency, so the millisecond decode steps count as much as the long prefills), with
+//!   coefficients kept ≥ 0 (active set). `βkv` (attention over the context in KV) is fitted
+//!   only when the decode points were taken at two or more contexts per stream (e.g. a
+//!   second decode curve with long prompts); with one context per stream it is not
+//!   identifiable and stays 0. The table keeps, per stream count, the lowest-context point.
 //!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
 //! "source", "residuals"}`, plus `<stem>.table.json` and `<stem>.linear.json`, each a bare
@@ -64,10 +67,13 @@ pub struct Fit {
     pub residuals: Vec<(String, f64, f64, f64)>,
 }
 
+/// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens.
+const COLS: usize = 4;
+
 /// Solves the weighted least squares `min Σ w²(xβ − y)²` over the columns in `free`
 /// (others fixed at 0) by the normal equations (Gaussian elimination, partial pivoting).
-fn solve(rows: &[([f64; 3], f64, f64)], free: &[bool; 3]) -> Option<[f64; 3]> {
-    let idx: Vec<usize> = (0..3).filter(|&i| free[i]).collect();
+fn solve(rows: &[([f64; COLS], f64, f64)], free: &[bool; COLS]) -> Option<[f64; COLS]> {
+    let idx: Vec<usize> = (0..COLS).filter(|&i| free[i]).collect();
     let k = idx.len();
     let mut a = vec![vec![0.0; k + 1]; k];
     for (x, y, w) in rows {
@@ -94,19 +100,19 @@ fn solve(rows: &[([f64; 3], f64, f64)], free: &[bool; 3]) -> Option<[f64; 3]> {
             }
         }
     }
-    let mut beta = [0.0; 3];
+    let mut beta = [0.0; COLS];
     for (r, &i) in idx.iter().enumerate() {
         beta[i] = a[r][k] / a[r][r];
     }
     Some(beta)
 }
 
-/// Non-negative weighted least squares by dropping negative coefficients one at a time.
-fn nonneg_fit(rows: &[([f64; 3], f64, f64)]) -> Option<[f64; 3]> {
-    let mut free = [true; 3];
+/// Non-negative weighted least squares by dropping negative coefficients one at a time,
+/// starting from the columns in `free`.
+fn nonneg_fit(rows: &[([f64; COLS], f64, f64)], mut free: [bool; COLS]) -> Option<[f64; COLS]> {
     loop {
         let beta = solve(rows, &free)?;
-        match (0..3)
+        match (0..COLS)
             .filter(|&i| free[i] && beta[i] < 0.0)
             .min_by(|&i, &j| beta[i].total_cmp(&beta[j]))
         {
@@ -137,12 +143,34 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         })
         .filter(|p| p.1.is_finite() && p.1 > 0.0)
         .collect();
-    let mut decode: Vec<(f64, f64)> = mb
+    // (streams, context tokens over the streams, step [s])
+    let mut decode_ctx: Vec<(f64, f64, f64)> = mb
         .decode
         .iter()
-        .map(|d| (d.streams as f64, d.step_s))
-        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+        .map(|d| (d.streams as f64, d.context_tokens.max(0.0), d.step_s))
+        .filter(|p| p.2.is_finite() && p.2 > 0.0)
         .collect();
+    decode_ctx.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    // βkv is identifiable when the context per stream varies (by > 10 %) across points.
+    let per_stream = decode_ctx.iter().map(|p| p.1 / p.0.max(1.0));
+    let (lo, hi) = per_stream.fold((f64::MAX, 0.0f64), |(l, h), c| (l.min(c), h.max(c)));
+    let with_context = decode_ctx.len() >= 2 && hi > 1.1 * lo && hi > 0.0;
+    let mut decode: Vec<(f64, f64)> = if with_context {
+        // the table: per stream count, the lowest-context point (sorted first)
+        let mut d: Vec<(f64, f64)> = Vec::new();
+        for p in &decode_ctx {
+            if d.last().is_none_or(|l| l.0 != p.0) {
+                d.push((p.0, p.2));
+            }
+        }
+        d
+    } else {
+        mb.decode
+            .iter()
+            .map(|d| (d.streams as f64, d.step_s))
+            .filter(|p| p.1.is_finite() && p.1 > 0.0)
+            .collect()
+    };
     if prefill.is_empty() || decode.is_empty() {
         return Err(FitError::TooFew(format!(
             "{} prefill and {} decode points",
@@ -169,22 +197,39 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         .validate()
         .map_err(|e| FitError::Invalid(e.to_string()))?;
 
-    let mut rows: Vec<([f64; 3], f64, f64)> = Vec::new();
-    rows.extend(prefill.iter().map(|&(t, y)| ([1.0, t, 0.0], y, 1.0 / y)));
-    rows.extend(decode.iter().map(|&(n, y)| ([1.0, 0.0, n], y, 1.0 / y)));
-    if rows.len() < 3 {
+    let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
+    rows.extend(
+        prefill
+            .iter()
+            .map(|&(t, y)| ([1.0, t, 0.0, 0.0], y, 1.0 / y)),
+    );
+    if with_context {
+        rows.extend(
+            decode_ctx
+                .iter()
+                .map(|&(n, c, y)| ([1.0, 0.0, n, c], y, 1.0 / y)),
+        );
+    } else {
+        rows.extend(
+            decode
+                .iter()
+                .map(|&(n, y)| ([1.0, 0.0, n, 0.0], y, 1.0 / y)),
+        );
+    }
+    let k = if with_context { 4 } else { 3 };
+    if rows.len() < k {
         return Err(FitError::TooFew(format!(
-            "{} points for 3 coefficients",
+            "{} points for {k} coefficients",
             rows.len()
         )));
     }
-    let b =
-        nonneg_fit(&rows).ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
+    let b = nonneg_fit(&rows, [true, true, true, with_context])
+        .ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
     let linear = CostModel::Linear(LinearCost {
         beta0: b[0],
         beta_prefill: b[1],
         beta_decode: b[2],
-        beta_kv: 0.0,
+        beta_kv: b[3],
     });
     linear
         .validate()
@@ -201,10 +246,18 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         sq += ((m - y) / y).powi(2);
         residuals.push(("prefill_tokens".to_string(), t, y, m));
     }
-    for &(n, y) in &decode {
-        let m = linear.decode_step(n as u32, 0);
-        sq += ((m - y) / y).powi(2);
-        residuals.push(("decode_streams".to_string(), n, y, m));
+    if with_context {
+        for &(n, c, y) in &decode_ctx {
+            let m = linear.decode_step(n as u32, c.round() as u64);
+            sq += ((m - y) / y).powi(2);
+            residuals.push((format!("decode_streams@{c:.0}_context"), n, y, m));
+        }
+    } else {
+        for &(n, y) in &decode {
+            let m = linear.decode_step(n as u32, 0);
+            sq += ((m - y) / y).powi(2);
+            residuals.push(("decode_streams".to_string(), n, y, m));
+        }
     }
     Ok(Fit {
         table,
@@ -320,6 +373,44 @@ mod tests {
         assert!(f.linear_rel_rms < 1e-9);
         let back: CostModel = serde_json::from_value(json!(f.table)).unwrap();
         back.validate().unwrap();
+    }
+
+    #[test]
+    fn context_coefficient_from_two_decode_curves() {
+        let mut m = mb();
+        let step = |n: u32, ctx: f64| 0.002 + 0.0012 * n as f64 + 2e-6 * ctx;
+        for d in &mut m.decode {
+            d.context_tokens = d.streams as f64 * 48.0;
+            d.step_s = step(d.streams, d.context_tokens);
+        }
+        // one context per stream: βkv is not identifiable and stays 0
+        let CostModel::Linear(l) = fit(&m, false).unwrap().linear else {
+            panic!()
+        };
+        assert_eq!(l.beta_kv, 0.0);
+        for n in [1, 2, 4, 8] {
+            let ctx = n as f64 * 448.0;
+            m.decode.push(DecodePoint {
+                streams: n,
+                step_s: step(n, ctx),
+                step_p50_s: 0.0,
+                gaps: 10,
+                context_tokens: ctx,
+            });
+        }
+        let f = fit(&m, false).unwrap();
+        let CostModel::Linear(l) = f.linear else {
+            panic!()
+        };
+        assert!((l.beta_kv - 2e-6).abs() < 1e-12, "{l:?}");
+        assert!((l.beta_decode - 0.0012).abs() < 1e-9, "{l:?}");
+        assert!(f.linear_rel_rms < 1e-9);
+        // the table keeps the short-context step per stream count
+        let CostModel::Table(t) = f.table else {
+            panic!()
+        };
+        assert_eq!(t.decode.len(), 4);
+        assert!((t.decode[0].1 - step(1, 48.0)).abs() < 1e-12);
     }
 
     #[test]
