@@ -17,6 +17,8 @@ pub enum PolicyArg {
     Continuous,
     Chunked,
     Sjf,
+    /// llama.cpp's slots: chunked, prompts in slot order
+    LlamaCpp,
 }
 
 impl From<PolicyArg> for Policy {
@@ -27,6 +29,7 @@ impl From<PolicyArg> for Policy {
             PolicyArg::Continuous => Policy::Continuous,
             PolicyArg::Chunked => Policy::Chunked,
             PolicyArg::Sjf => Policy::Sjf,
+            PolicyArg::LlamaCpp => Policy::LlamaCpp,
         }
     }
 }
@@ -64,7 +67,8 @@ pub enum Preset {
     /// vLLM-like: chunked prefill, paged KV (16-token blocks), ShareGPT, A10G table cost, drain.
     Vllm,
     /// The `llama_cpp` server model: `llama-server -np B -c K -b BUDGET` (slots own K/B
-    /// tokens of KV each; requests capped at a slot; chunked prefill, decodes first).
+    /// tokens of KV each; requests capped at a slot; decodes first, then prompt chunks in
+    /// slot order, slots taken least recently used first).
     LlamaCpp,
     /// The `vllm_v1` server model: vLLM V1 with `--max-num-seqs B`, K tokens of paged KV in
     /// --block-size blocks (16 unless given), `--max-num-batched-tokens BUDGET`; recompute

@@ -23,15 +23,19 @@ pub enum Policy {
     Chunked,
     /// Like continuous, the waiting queue ordered by total length (oracle SJF).
     Sjf,
+    /// llama.cpp's slots: chunked under `-b` with prompts served in slot order, slots
+    /// taken least recently used first (see [`crate::scheduler::LlamaCpp`]).
+    LlamaCpp,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 5] = [
+    pub const ALL: [Policy; 6] = [
         Policy::Serial,
         Policy::Static,
         Policy::Continuous,
         Policy::Chunked,
         Policy::Sjf,
+        Policy::LlamaCpp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Policy {
             Policy::Continuous => "continuous",
             Policy::Chunked => "chunked",
             Policy::Sjf => "sjf",
+            Policy::LlamaCpp => "llama_cpp",
         }
     }
 }
@@ -142,16 +147,15 @@ impl ServerConfig {
     /// and nothing is ever preempted; a prompt + output longer than a slot does not fit
     /// (see [`SimConfig::llama_cpp`], which caps the workload at the slot).
     ///
-    /// Mapping: `chunked`, B = SLOTS, budget = BATCH, token-granular `paged` KV of CTX
-    /// tokens without a watermark. Waiting requests hold no KV (unlike `reserve`, which
-    /// would reserve at arrival and reject), and with every request capped at
-    /// CTX / SLOTS the B running ones always fit: no blocking and no preemption, as with
-    /// slots.
-    /// Known difference: llama.cpp orders prompt chunks by slot index, the simulator by
-    /// admission (the same whenever at most one prompt is in progress).
+    /// Mapping: the `llama_cpp` policy (slot assignment and prompt order as the server
+    /// does them, see [`crate::scheduler::LlamaCpp`]), B = SLOTS, budget = BATCH,
+    /// token-granular `paged` KV of CTX tokens without a watermark. Waiting requests hold
+    /// no KV (unlike `reserve`, which would reserve at arrival and reject), and with every
+    /// request capped at CTX / SLOTS the B running ones always fit: no blocking and no
+    /// preemption, as with slots.
     pub fn llama_cpp(slots: u32, ctx_tokens: u64, batch: u32) -> ServerConfig {
         ServerConfig {
-            policy: Policy::Chunked,
+            policy: Policy::LlamaCpp,
             max_batch: slots,
             kv_tokens: ctx_tokens,
             block_size: 1,

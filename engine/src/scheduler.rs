@@ -11,12 +11,14 @@
 
 mod chunked;
 mod continuous;
+mod llama_cpp;
 mod serial;
 mod sjf;
 mod static_batch;
 
 pub use chunked::Chunked;
 pub use continuous::Continuous;
+pub use llama_cpp::LlamaCpp;
 pub use serial::Serial;
 pub use sjf::Sjf;
 pub use static_batch::StaticBatch;
@@ -297,6 +299,10 @@ macro_rules! with_scheduler {
             }
             $crate::config::Policy::Sjf => {
                 let mut $s = $crate::scheduler::Sjf::default();
+                $body
+            }
+            $crate::config::Policy::LlamaCpp => {
+                let mut $s = $crate::scheduler::LlamaCpp::default();
                 $body
             }
         }

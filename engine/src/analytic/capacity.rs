@@ -70,7 +70,7 @@ pub fn capacity_bounds(cfg: &SimConfig) -> Result<CapacityBounds, AnalyticError>
     let ctx = (b as f64 * (ep + eo / 2.0)) as u64;
     let dec_b = cost.decode_step(b, ctx);
     let stall = match cfg.server.policy {
-        Policy::Chunked => {
+        Policy::Chunked | Policy::LlamaCpp => {
             let mixed = cost.iteration(&BatchShape {
                 running: b,
                 prefill_tokens: libm::round(ep) as u64,

@@ -176,7 +176,10 @@ impl Ours {
     /// for policies other than continuous/chunked, or non-Poisson arrivals.
     pub fn from_config(cfg: &SimConfig) -> Result<Ours, AnalyticError> {
         cfg.validate()?;
-        if !matches!(cfg.server.policy, Policy::Continuous | Policy::Chunked) {
+        if !matches!(
+            cfg.server.policy,
+            Policy::Continuous | Policy::Chunked | Policy::LlamaCpp
+        ) {
             return Err(AnalyticError::Unsupported {
                 model: "ours",
                 what: format!("policy {}", cfg.server.policy.as_str()),
@@ -207,7 +210,7 @@ impl Ours {
     /// The iteration that prefills `tokens` for a joiner with `b` running [s].
     fn prefill_iter(&self, b: u32, tokens: f64) -> f64 {
         match self.cfg.server.policy {
-            Policy::Chunked => {
+            Policy::Chunked | Policy::LlamaCpp => {
                 let lo = libm::floor(tokens.max(0.0));
                 let it = |t: u64| {
                     self.cfg.cost.iteration(&BatchShape {
@@ -306,7 +309,7 @@ impl Ours {
         let cost_row = |tokens: f64| -> (Vec<f64>, Vec<f64>) {
             let pf: Vec<f64> = (0..=b_hi).map(|b| self.prefill_iter(b, tokens)).collect();
             let st = match cfg.server.policy {
-                Policy::Chunked => (0..=b_hi as usize)
+                Policy::Chunked | Policy::LlamaCpp => (0..=b_hi as usize)
                     .map(|b| (pf[b] - dec[b.saturating_sub(1).max(1)]).max(0.0))
                     .collect(),
                 _ => pf.clone(),

@@ -1,0 +1,195 @@
+//! `llama_cpp`: the slot scheduling of llama.cpp's `llama-server -np SLOTS -b BATCH`.
+//!
+//! What the server does (`tools/server/server-context.cpp` of the llama.cpp that
+//! llama-cpp-python 0.3.36 vendors, the build `scripts/llama-server.sh` makes):
+//! * A request waits in the task queue until a slot is idle, then takes the idle slot that
+//!   was **released longest ago** (`get_available_slot`: the loop keeps a slot whose
+//!   `t_last_used <= t_last`, so among slots never used, or released together, the one with
+//!   the **highest index** wins). Prompt-similarity reuse is left out: it needs a shared
+//!   prefix, and bench-native's prompts are distinct.
+//! * Tasks are assigned to slots before each batch is built (`update_slots`), whether or
+//!   not the batch has room for their prompt yet.
+//! * The batch takes one token for every generating slot, then prompt tokens **slot by
+//!   slot in index order** until it holds `-b` tokens. So with several prompts in
+//!   progress, the lowest slot's goes first — on a fresh server, the latest arrival's.
+//!
+//! In the simulator: B = SLOTS, the token budget = `-b`. The running set's unprefilled
+//! suffix is kept in slot order (its admission numbers are reassigned in that order, so
+//! the running set keeps the shape the event loop relies on: a prefilled prefix, then
+//! the rest by admission number). A slot is released when its request leaves the running
+//! set; releases seen at the same plan are ordered by slot index (the server frees
+//! finished slots in one pass over the slots). The per-slot context split (each slot owns
+//! CTX / SLOTS tokens) is the KV configuration of [`crate::ServerConfig::llama_cpp`].
+
+use super::{Fifo, Plan, PlanCtx, Scheduler, Seq};
+
+#[derive(Debug, Default)]
+pub struct LlamaCpp {
+    waiting: Fifo,
+    /// Per slot: the id of the request it serves.
+    occupant: Vec<Option<u64>>,
+    /// Per slot: when it was last released, as a release count (−1: never).
+    last_used: Vec<i64>,
+    releases: i64,
+    busy: usize,
+}
+
+impl LlamaCpp {
+    /// Frees the slots whose request has left the running set (completed or preempted).
+    fn release_gone(&mut self, running: &[Seq]) {
+        if running.len() == self.busy {
+            return;
+        }
+        for (occ, last) in self.occupant.iter_mut().zip(&mut self.last_used) {
+            if occ.is_some_and(|id| !running.iter().any(|s| s.req.id == id)) {
+                *occ = None;
+                *last = self.releases;
+                self.releases += 1;
+                self.busy -= 1;
+            }
+        }
+    }
+
+    /// The idle slot the next request takes: released longest ago, ties to the highest
+    /// index.
+    fn pick_slot(&self) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (i, occ) in self.occupant.iter().enumerate() {
+            if occ.is_none() && best.is_none_or(|b| self.last_used[i] <= self.last_used[b]) {
+                best = Some(i);
+            }
+        }
+        best
+    }
+
+    fn slot_of(&self, id: u64) -> usize {
+        self.occupant
+            .iter()
+            .position(|o| *o == Some(id))
+            .unwrap_or(usize::MAX)
+    }
+}
+
+impl Scheduler for LlamaCpp {
+    super::fifo_queue!();
+    fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
+        if self.occupant.len() != ctx.max_batch {
+            self.occupant = vec![None; ctx.max_batch];
+            self.last_used = vec![-1; ctx.max_batch];
+        }
+        self.release_gone(ctx.running);
+        // Queued requests take idle slots.
+        let mut admitted = false;
+        while ctx.running.len() < ctx.max_batch {
+            let Some(slot) = self.pick_slot() else { break };
+            let Some(blocks) = self.waiting.front().and_then(|s| ctx.take_blocks_for(s)) else {
+                break;
+            };
+            let s = self.waiting.pop_front().expect("the head was just seen");
+            self.occupant[slot] = Some(s.req.id);
+            self.busy += 1;
+            ctx.admit(s, blocks);
+            admitted = true;
+        }
+        // Prompts in progress, in slot order.
+        let suffix = &mut ctx.running[ctx.prefilled..];
+        if admitted && suffix.len() > 1 {
+            let numbers: Vec<u64> = suffix.iter().map(|s| s.admit_seq).collect();
+            suffix.sort_by_cached_key(|s| self.slot_of(s.req.id));
+            for (s, n) in suffix.iter_mut().zip(numbers) {
+                s.admit_seq = n;
+            }
+        }
+        // The batch: a token for every generating slot, then prompt tokens slot by slot.
+        let mut budget = ctx.token_budget;
+        let mut plan = Plan::default();
+        let decodes = ctx.prefilled.min(budget as usize);
+        plan.decode_seqs = decodes as u32;
+        budget -= decodes as u32;
+        for s in suffix {
+            if budget == 0 {
+                break;
+            }
+            s.chunk = (s.prefill_target - s.prefilled).min(budget);
+            budget -= s.chunk;
+            plan.prefill_tokens += s.chunk as u64;
+            plan.prefill_seqs += 1;
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{EndRule, FirstToken, Policy, SimConfig};
+    use crate::record::RequestRecord;
+    use crate::sim::simulate;
+    use crate::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+    use crate::ServerConfig;
+
+    /// Requests at the given (time, prompt, output), on 4 slots with `-b 16`.
+    fn run(trace: &[(f64, u32, u32)], policy: Policy) -> Vec<RequestRecord> {
+        let mut cfg = SimConfig::llama_cpp(1.0, 4, 4 * 1024, 16);
+        cfg.server.policy = policy;
+        cfg.workload = Workload {
+            arrivals: ArrivalProcess::Trace {
+                requests: trace
+                    .iter()
+                    .map(|&(t, p, o)| TraceRequest {
+                        arrival: t,
+                        prompt: p,
+                        output: o,
+                        class: 0,
+                    })
+                    .collect(),
+            },
+            lengths: LengthDist::Fixed {
+                prompt: 1,
+                output: 1,
+            },
+            max_model_len: None,
+        };
+        cfg.first_token = FirstToken::AfterPrefill;
+        cfg.end = EndRule::Drain;
+        cfg.keep_records = true;
+        simulate(&cfg).unwrap().records
+    }
+
+    #[test]
+    fn the_latest_prompt_goes_first_on_a_fresh_server() {
+        // Three 64-token prompts at once, 16 prompt tokens per iteration: the first
+        // arrival takes slot 3, the next slot 2, the last slot 1, and slot 1's prompt is
+        // served first.
+        let trace = [(0.0, 64, 4), (0.0, 64, 4), (0.0, 64, 4)];
+        let r = run(&trace, Policy::LlamaCpp);
+        let ft = |i: usize| r[i].first_token_s.unwrap();
+        assert!(
+            ft(2) < ft(1) && ft(1) < ft(0),
+            "{:?}",
+            (ft(0), ft(1), ft(2))
+        );
+        // The same trace in admission order is the `chunked` policy.
+        let c = run(&trace, Policy::Chunked);
+        let fc = |i: usize| c[i].first_token_s.unwrap();
+        assert!(fc(0) < fc(1) && fc(1) < fc(2));
+    }
+
+    #[test]
+    fn a_released_slot_goes_to_the_back_of_the_line() {
+        // Requests 0 and 1 take slots 3 and 2 and finish before t = 1 (released in slot
+        // order: 2, then 3). Of the four arrivals at t = 1, request 2 takes slot 1 (never
+        // used, highest index), 3 slot 0, 4 slot 2 (released first), 5 slot 3. Prompts
+        // then go in slot order: 3, 2, 4, 5. (Were slots simply taken highest index
+        // first, the order would be 5, 4, 3, 2.)
+        let mut trace = vec![(0.0, 4, 2), (0.0, 4, 2)];
+        trace.extend([(1.0, 64, 4); 4]);
+        let r = run(&trace, Policy::LlamaCpp);
+        assert!(r[0].finish_s.unwrap() < 1.0 && r[1].finish_s.unwrap() < 1.0);
+        let ft = |i: usize| r[i].first_token_s.unwrap();
+        assert!(
+            ft(3) < ft(2) && ft(2) < ft(4) && ft(4) < ft(5),
+            "{:?}",
+            (2..6).map(ft).collect::<Vec<_>>()
+        );
+    }
+}
