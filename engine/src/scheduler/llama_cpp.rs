@@ -125,7 +125,6 @@ mod tests {
     use crate::record::RequestRecord;
     use crate::sim::simulate;
     use crate::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
-    use crate::ServerConfig;
 
     /// Requests at the given (time, prompt, output), on 4 slots with `-b 16`.
     fn run(trace: &[(f64, u32, u32)], policy: Policy) -> Vec<RequestRecord> {
