@@ -11,7 +11,10 @@
 //! or, when the band is too wide, with the sparse BiCGSTAB solver of `sprs` (Jacobi-scaled;
 //! power iteration on the uniformised chain as a fallback); every answer is checked by its
 //! balance residual. Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
-//! quantiles from the Erlang(n + 1 − B, B/s(B)) wait mixture.
+//! quantiles from the Erlang(n + 1 − B, B/s(B)) wait mixture by bisection. The mixture
+//! weights are merged per n, and each CDF evaluation gets every order's Erlang CDF from one
+//! pass over the Poisson masses (`P(k, x) = Σ_{j ≥ k} p_j`) instead of one incomplete-gamma
+//! series per state.
 //!
 //! # Known defects (kept on purpose)
 //! Coarse classes (within-class variance lost), processor sharing instead of FIFO slots,
@@ -246,40 +249,37 @@ impl ReferenceCtmc {
         let mut pb = 0.0;
         let mut lq = 0.0;
         let mut busy = 0.0;
-        let mut arrivals_seen: Vec<(u32, f64)> = Vec::new();
+        let mut norm = 0.0;
+        let mut n_top = 0u32;
+        // The wait of an accepted arrival depends on the state only through n: weights per
+        // Erlang order k = n + 1 − B (index k − 1), and `w0` for n < B (no wait).
+        let mut w0 = 0.0;
+        let mut wk: Vec<f64> = Vec::new();
         for ((x, pi), acc) in self.states.iter().zip(&self.pi).zip(&self.accept) {
             let n: u32 = x.iter().sum();
             pb += pi * (1.0 - acc);
             lq += pi * n.saturating_sub(b) as f64;
             busy += pi * n.min(b) as f64;
-            arrivals_seen.push((n, pi * acc));
+            let w = pi * acc;
+            norm += w;
+            n_top = n_top.max(n);
+            if n < b {
+                w0 += w;
+            } else {
+                let k = (n + 1 - b) as usize;
+                if wk.len() < k {
+                    wk.resize(k, 0.0);
+                }
+                wk[k - 1] += w;
+            }
         }
         let lam_eff = p.lambda * (1.0 - pb);
         let c = b.min(p.n_max().max(1));
         let sft = p.first_token(c);
         let mu_b = b as f64 / p.service(b);
-        let norm: f64 = arrivals_seen.iter().map(|a| a.1).sum();
-        let wait_cdf = |t: f64| -> f64 {
-            arrivals_seen
-                .iter()
-                .map(|&(n, w)| {
-                    w * if n < b {
-                        1.0
-                    } else {
-                        erlang_cdf(n + 1 - b, mu_b, t)
-                    }
-                })
-                .sum::<f64>()
-                / norm
-        };
-        let scale = (self
-            .states
-            .iter()
-            .map(|x| x.iter().sum::<u32>())
-            .max()
-            .unwrap_or(1) as f64
-            + 1.0)
-            / mu_b;
+        let mix = WaitMixture { w0, wk, rate: mu_b };
+        let wait_cdf = |t: f64| -> f64 { mix.cdf(t) / norm };
+        let scale = (n_top as f64 + 1.0) / mu_b;
         let quant = |q: f64| sft + invert_monotone(wait_cdf, q, 0.0, scale);
         let tpot = p.decode(c);
         let slo = &cfg.metrics;
@@ -300,6 +300,63 @@ impl ReferenceCtmc {
             utilisation: busy / b as f64,
             slo_attainment: (1.0 - pb) * meets,
         })
+    }
+}
+
+/// The wait law of an accepted arrival: no wait with weight `w0`, Erlang(k, `rate`) with
+/// weight `wk[k − 1]`; weights unnormalised.
+struct WaitMixture {
+    w0: f64,
+    wk: Vec<f64>,
+    rate: f64,
+}
+
+impl WaitMixture {
+    /// `w0 + Σ_k wk · P(k, rate·t)` (P the regularized lower incomplete gamma, the Erlang
+    /// CDF). All orders at once from the Poisson(x = rate·t) masses `p_j`, since
+    /// `P(k, x) = Σ_{j ≥ k} p_j`: `1 − Σ_{j < k} p_j` for `k ≤ x`, and for `k > x` the upward
+    /// tail `P(k + 1, x) + p_k`, started at the highest order by `erlang_cdf` (the series
+    /// of `special::gamma_p`). Each side sums positive terms, so this agrees with calling
+    /// `erlang_cdf` per order to round-off, at one `exp`, one `lgamma` and one `gamma_p`
+    /// per evaluation instead of one each per order.
+    fn cdf(&self, t: f64) -> f64 {
+        let kmax = self.wk.len();
+        let x = self.rate * t;
+        if kmax == 0 || x <= 0.0 {
+            return self.w0;
+        }
+        if !x.is_finite() {
+            return self.w0 + self.wk.iter().sum::<f64>();
+        }
+        // Poisson masses p_0..p_{kmax−1} by the ratio recurrence from j* = min(⌊x⌋, kmax − 1),
+        // the largest of them (underflow far from j* only drops negligible terms).
+        let top = libm::floor(x).min((kmax - 1) as f64) as usize;
+        let mut pj = vec![0.0f64; kmax];
+        pj[top] = libm::exp(top as f64 * libm::log(x) - x - libm::lgamma(top as f64 + 1.0));
+        for j in (0..top).rev() {
+            pj[j] = pj[j + 1] * (j + 1) as f64 / x;
+        }
+        for j in top + 1..kmax {
+            pj[j] = pj[j - 1] * x / j as f64;
+        }
+        let mut acc = self.w0;
+        // Orders k ≤ x.
+        let lower = (libm::floor(x).min(kmax as f64)) as usize;
+        let mut below = 0.0;
+        for k in 1..=lower {
+            below += pj[k - 1];
+            acc += self.wk[k - 1] * (1.0 - below);
+        }
+        // Orders k > x, downward from kmax.
+        if lower < kmax {
+            let mut tail = erlang_cdf(kmax as u32, self.rate, t);
+            acc += self.wk[kmax - 1] * tail;
+            for k in (lower + 1..kmax).rev() {
+                tail += pj[k];
+                acc += self.wk[k - 1] * tail;
+            }
+        }
+        acc
     }
 }
 
@@ -412,6 +469,30 @@ mod tests {
             let m = *c.prediction(&cfg).metrics().unwrap();
             assert!(m.blocking >= 0.0 && m.blocking < 1.0, "{m:?}");
             assert!(m.ttft_p50_s <= m.ttft_p99_s && m.ttft_mean_s.is_finite());
+        }
+    }
+
+    #[test]
+    fn wait_mixture_matches_per_order_erlang_cdfs() {
+        let wk: Vec<f64> = (1..=60).map(|k| 1.0 / k as f64).collect();
+        for w0 in [0.0, 0.3] {
+            let mix = WaitMixture {
+                w0,
+                wk: wk.clone(),
+                rate: 2.5,
+            };
+            for t in [0.0, 1e-3, 0.4, 3.0, 11.7, 23.99, 24.0, 40.0, 200.0, 1e4] {
+                let per_order = w0
+                    + wk.iter()
+                        .enumerate()
+                        .map(|(i, w)| w * erlang_cdf(i as u32 + 1, 2.5, t))
+                        .sum::<f64>();
+                let got = mix.cdf(t);
+                assert!(
+                    (got - per_order).abs() <= 1e-12 * per_order.abs(),
+                    "t = {t}: {got} vs {per_order}"
+                );
+            }
         }
     }
 
