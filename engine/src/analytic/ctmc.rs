@@ -6,11 +6,16 @@
 //! class-count vectors x with `Σ x_k d_k ≤ ⌊K/16⌋`. Arrivals of class k at `λ/M` join if
 //! they fit (else blocked); completions are processor sharing over the batch: class k
 //! leaves at `(x_k/n) · min(n, B) / s_k(min(n, B))`, `s_k(b) = prefill(b, P_k) + O_k
-//! decode(b)`. The stationary distribution solves `πQ = 0, Σπ = 1` directly with faer's
-//! sparse LU (states in mixed-radix order keep the generator banded, ~states × band² work)
-//! or, when the band is too wide, with the sparse BiCGSTAB solver of `sprs` (Jacobi-scaled;
-//! power iteration on the uniformised chain as a fallback); every answer is checked by its
-//! balance residual. Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
+//! decode(b)`. The stationary distribution solves `πQ = 0, Σπ = 1` (`π_0 = 1`, the other
+//! balance equations, then normalised) directly with faer's supernodal sparse LU with
+//! partial pivoting: the matrix is assembled straight into compressed columns, and the
+//! columns are eliminated in mixed-radix order with the class of fewest counts varying
+//! fastest, which keeps the factors inside a band as wide as that class's range (for the
+//! default two classes the short side of the triangle of states); faer does the symbolic
+//! analysis for that order (no fill-reducing reordering pass). When the band of the state
+//! order is too wide (~states × band² work), the sparse BiCGSTAB solver of `sprs` is used
+//! instead (Jacobi-scaled; power iteration on the uniformised chain as a fallback); every
+//! answer is checked by its balance residual. Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
 //! quantiles from the Erlang(n + 1 − B, B/s(B)) wait mixture by bisection. The mixture
 //! weights are merged per n, and each CDF evaluation gets every order's Erlang CDF from one
 //! pass over the Poisson masses (`P(k, x) = Σ_{j ≥ k} p_j`) instead of one incomplete-gamma
@@ -38,7 +43,8 @@ pub struct ReferenceCtmc {
     params: RefParams,
     /// (probability, pages, service at each batch size 0..=B) per class.
     classes: Vec<(f64, u32)>,
-    states: Vec<Vec<u32>>,
+    /// Class-count vectors, `classes.len()` per state, in mixed-radix order.
+    states: Vec<u32>,
     pi: Vec<f64>,
     /// Per state: probability an arrival is accepted.
     accept: Vec<f64>,
@@ -99,64 +105,79 @@ impl ReferenceCtmc {
         }
         let size = radix[m - 1] * (maxes[m - 1] as usize + 1);
         let mut index = vec![usize::MAX; size];
-        let mut states: Vec<Vec<u32>> = Vec::new();
+        // Count vectors, `m` per state, in increasing mixed-radix code.
+        let mut states: Vec<u32> = Vec::new();
         let mut x = vec![0u32; m];
         loop {
             let used: u32 = x.iter().zip(&classes).map(|(xi, c)| xi * c.1).sum();
             if used <= k_pages {
                 let code: usize = x.iter().zip(&radix).map(|(xi, r)| *xi as usize * r).sum();
-                index[code] = states.len();
-                states.push(x.clone());
+                index[code] = states.len() / m;
+                states.extend_from_slice(&x);
             }
-            // Increment.
-            let mut i = 0;
-            loop {
-                if i == m {
-                    break;
-                }
-                x[i] += 1;
-                if x[i] <= maxes[i] {
-                    break;
-                }
-                x[i] = 0;
-                i += 1;
-            }
-            if i == m {
+            if !next_digits(&mut x, &maxes, 0..m) {
                 break;
             }
         }
-        let ns = states.len();
+        let ns = states.len() / m;
         let lambda = params.lambda;
         let mut diag = vec![0.0f64; ns];
         let mut accept = vec![0.0f64; ns];
-        // Generator transposed: A[j][i] = q(i → j).
-        let mut out_edges: Vec<(usize, usize, f64)> = Vec::new();
-        for (si, xs) in states.iter().enumerate() {
+        // Generator transposed: A[j][i] = q(i → j). Edges grouped by source state, targets
+        // in increasing order (departures of the classes with the largest radix first, then
+        // arrivals); the exit rate sums arrival and departure of each class in class order.
+        let mut out_edges: Vec<(usize, usize, f64)> = Vec::with_capacity(2 * m * ns);
+        for (si, xs) in states.chunks_exact(m).enumerate() {
             let used: u32 = xs.iter().zip(&classes).map(|(xi, c)| xi * c.1).sum();
             let n: u32 = xs.iter().sum();
             let code: usize = xs.iter().zip(&radix).map(|(xi, r)| *xi as usize * r).sum();
+            let mut up = [0.0f64; 4];
+            let mut down = [0.0f64; 4];
             for (k, c) in classes.iter().enumerate() {
                 if used + c.1 <= k_pages {
-                    let to = index[code + radix[k]];
-                    out_edges.push((si, to, lambda * c.0));
+                    up[k] = lambda * c.0;
                     accept[si] += c.0;
+                    diag[si] += up[k];
                 }
                 if xs[k] > 0 {
                     let bb = n.min(b);
-                    let rate = xs[k] as f64 / n as f64 * bb as f64 / service[k][bb as usize];
-                    out_edges.push((si, index[code - radix[k]], rate));
+                    down[k] = xs[k] as f64 / n as f64 * bb as f64 / service[k][bb as usize];
+                    diag[si] += down[k];
+                }
+            }
+            for k in (0..m).rev() {
+                if xs[k] > 0 {
+                    out_edges.push((si, index[code - radix[k]], down[k]));
+                }
+            }
+            for k in 0..m {
+                if used + classes[k].1 <= k_pages {
+                    out_edges.push((si, index[code + radix[k]], up[k]));
                 }
             }
         }
-        for &(i, _, r) in &out_edges {
-            diag[i] += r;
+        // Direct sparse LU first, eliminating the states in mixed-radix order with the
+        // classes of fewest counts varying fastest: every transition then stays within the
+        // product of the faster classes' ranges, and the factors' fill within that band (for
+        // two classes, the short side of the triangle of states). Iterative solvers only
+        // when the band of the state order is too wide (the same test as before the
+        // reordering, so the same configurations are solved directly).
+        let mut digits: Vec<usize> = (0..m).collect();
+        digits.sort_by_key(|&k| maxes[k]);
+        let mut order: Vec<usize> = Vec::with_capacity(ns);
+        x.iter_mut().for_each(|xi| *xi = 0);
+        loop {
+            let code: usize = x.iter().zip(&radix).map(|(xi, r)| *xi as usize * r).sum();
+            if index[code] != usize::MAX {
+                order.push(index[code]);
+            }
+            if !next_digits(&mut x, &maxes, digits.iter().copied()) {
+                break;
+            }
         }
-        // Direct sparse LU first: states are in mixed-radix order, so every transition stays
-        // within `radix[m − 1]` positions and the factors' fill stays within that band.
-        // Iterative solvers only when the band is too wide for that.
         let bw = states_bandwidth(&out_edges);
         let direct = if (ns as f64) * (bw as f64).powi(2) <= BAND_FLOPS {
-            direct_stationary(ns, &out_edges, &diag)
+            direct_stationary(ns, &out_edges, &diag, &order)
         } else {
             None
         };
@@ -239,7 +260,7 @@ impl ReferenceCtmc {
 
     /// Number of states.
     pub fn state_count(&self) -> usize {
-        self.states.len()
+        self.states.len() / self.classes.len()
     }
 
     /// The prediction.
@@ -255,7 +276,8 @@ impl ReferenceCtmc {
         // Erlang order k = n + 1 − B (index k − 1), and `w0` for n < B (no wait).
         let mut w0 = 0.0;
         let mut wk: Vec<f64> = Vec::new();
-        for ((x, pi), acc) in self.states.iter().zip(&self.pi).zip(&self.accept) {
+        let m = self.classes.len();
+        for ((x, pi), acc) in self.states.chunks_exact(m).zip(&self.pi).zip(&self.accept) {
             let n: u32 = x.iter().sum();
             pb += pi * (1.0 - acc);
             lq += pi * n.saturating_sub(b) as f64;
@@ -365,7 +387,20 @@ const BAND_FLOPS: f64 = 4e7;
 /// Largest state space handed to the iterative solver when the band is too wide.
 const ITERATIVE_MAX_STATES: usize = 20_000;
 
-/// Half-bandwidth of the generator in state order.
+/// Advances the count vector `x` (digit `k` from 0 to `maxes[k]`) to the next in mixed-radix
+/// order, `digits` listed from the fastest; `false` after the last.
+fn next_digits(x: &mut [u32], maxes: &[u32], digits: impl IntoIterator<Item = usize>) -> bool {
+    for k in digits {
+        x[k] += 1;
+        if x[k] <= maxes[k] {
+            return true;
+        }
+        x[k] = 0;
+    }
+    false
+}
+
+/// Half-bandwidth of the generator in state (mixed-radix) order.
 fn states_bandwidth(edges: &[(usize, usize, f64)]) -> usize {
     edges
         .iter()
@@ -375,43 +410,169 @@ fn states_bandwidth(edges: &[(usize, usize, f64)]) -> usize {
 }
 
 /// Stationary vector from `π_0 = 1` and the balance equations of states 1.., solved by
-/// faer's sparse LU (fill-reducing ordering, partial pivoting); unnormalised. `None` if the
-/// factorisation fails (a singular system).
-fn direct_stationary(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Option<Vec<f64>> {
-    use faer::linalg::solvers::Solve;
-    use faer::sparse::{SparseColMat, Triplet};
+/// faer's supernodal sparse LU (partial pivoting) with the unknowns eliminated in the state
+/// `order` given (state 0, first in it, is not an unknown); unnormalised. The matrix and its
+/// transpose are assembled directly in compressed columns from `edges` (grouped by source,
+/// targets increasing), and the symbolic analysis (column elimination tree, column counts,
+/// supernodes) is faer's for that column order. `None` if the factorisation fails (a
+/// singular system).
+fn direct_stationary(
+    ns: usize,
+    edges: &[(usize, usize, f64)],
+    diag: &[f64],
+    order: &[usize],
+) -> Option<Vec<f64>> {
+    use faer::dyn_stack::{MemBuffer, MemStack, StackReq};
+    use faer::perm::PermRef;
+    use faer::sparse::linalg::lu::supernodal::{self, SupernodalLu};
+    use faer::sparse::linalg::{qr, SymbolicSupernodalParams};
+    use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
+    use faer::{Conj, MatMut, Par};
     if ns == 1 {
         return Some(vec![1.0]);
     }
     // Unknowns x = π_1..π_{ns−1}; equation for state j ≥ 1: Σ_i π_i q(i→j) − π_j d_j = 0.
+    // Column i − 1 holds state i's outflows (rows j − 1) and −d_i on the diagonal.
     let n = ns - 1;
-    let mut tri = TriMat::new((n, n));
+    let mut col_ptr = Vec::with_capacity(ns);
+    let mut row_idx = Vec::with_capacity(edges.len() + n);
+    let mut val = Vec::with_capacity(edges.len() + n);
     let mut rhs = vec![0.0f64; n];
-    for (j, d) in diag.iter().enumerate().skip(1) {
-        tri.add_triplet(j - 1, j - 1, -d);
-    }
-    for &(i, j, r) in edges {
-        if j == 0 {
-            continue;
-        }
-        if i == 0 {
+    let mut e = 0;
+    while e < edges.len() && edges[e].0 == 0 {
+        let (_, j, r) = edges[e];
+        if j != 0 {
             rhs[j - 1] -= r;
-        } else {
-            tri.add_triplet(j - 1, i - 1, r);
+        }
+        e += 1;
+    }
+    col_ptr.push(0usize);
+    for (i, d) in diag.iter().enumerate().skip(1) {
+        let mut diagonal = false;
+        while e < edges.len() && edges[e].0 == i {
+            let (_, j, r) = edges[e];
+            if j > i && !diagonal {
+                row_idx.push(i - 1);
+                val.push(-d);
+                diagonal = true;
+            }
+            if j != 0 {
+                row_idx.push(j - 1);
+                val.push(r);
+            }
+            e += 1;
+        }
+        if !diagonal {
+            row_idx.push(i - 1);
+            val.push(-d);
+        }
+        col_ptr.push(row_idx.len());
+    }
+    let a = SparseColMatRef::new(
+        SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row_idx),
+        &val,
+    );
+    // The transpose (rows of A as columns), by counting.
+    let mut t_ptr = vec![0usize; n + 1];
+    for &r in &row_idx {
+        t_ptr[r + 1] += 1;
+    }
+    for r in 0..n {
+        t_ptr[r + 1] += t_ptr[r];
+    }
+    let mut next = t_ptr.clone();
+    let mut t_idx = vec![0usize; row_idx.len()];
+    let mut t_val = vec![0.0f64; row_idx.len()];
+    for c in 0..n {
+        for p in col_ptr[c]..col_ptr[c + 1] {
+            let r = row_idx[p];
+            t_idx[next[r]] = c;
+            t_val[next[r]] = val[p];
+            next[r] += 1;
         }
     }
-    // sprs sums repeated entries; faer takes the merged triplets.
-    let merged = tri.to_csc::<usize>();
-    let entries: Vec<Triplet<usize, usize, f64>> = merged
-        .iter()
-        .map(|(&v, (r, c))| Triplet::new(r, c, v))
-        .collect();
-    let a = SparseColMat::<usize, f64>::try_new_from_triplets(n, n, &entries).ok()?;
-    let lu = a.sp_lu().ok()?;
-    let x = lu.solve(faer::col::Col::from_fn(n, |i| rhs[i]));
+    let at = SparseColMatRef::new(
+        SymbolicSparseColMatRef::new_checked(n, n, &t_ptr, None, &t_idx),
+        &t_val,
+    );
+    if order.first() != Some(&0) {
+        return None;
+    }
+    let col_fwd: Vec<usize> = order[1..].iter().map(|s| s - 1).collect();
+    let mut col_inv = vec![0usize; n];
+    for (p, &c) in col_fwd.iter().enumerate() {
+        col_inv[c] = p;
+    }
+    let col_perm = PermRef::new_checked(&col_fwd, &col_inv, n);
+    // Symbolic analysis for this column order.
+    let mut etree = vec![0usize; n];
+    let mut post = vec![0usize; n];
+    let mut col_counts = vec![0usize; n];
+    let mut min_col = vec![0usize; n];
+    let mut mem = MemBuffer::new(StackReq::any_of(&[
+        qr::col_etree_scratch::<usize>(n, n),
+        qr::postorder_scratch::<usize>(n),
+        qr::column_counts_aat_scratch::<usize>(n, n),
+        supernodal::factorize_supernodal_symbolic_lu_scratch::<usize>(n, n),
+    ]));
+    let stack = MemStack::new(&mut mem);
+    let etree = qr::col_etree(a.symbolic(), Some(col_perm), &mut etree, stack);
+    qr::postorder(&mut post, etree, stack);
+    qr::column_counts_ata(
+        &mut col_counts,
+        &mut min_col,
+        at.symbolic(),
+        Some(col_perm),
+        etree,
+        &post,
+        stack,
+    );
+    let symbolic = supernodal::factorize_supernodal_symbolic_lu(
+        a.symbolic(),
+        Some(col_perm),
+        &min_col,
+        etree,
+        &col_counts,
+        stack,
+        SymbolicSupernodalParams::default(),
+    )
+    .ok()?;
+    // Numeric factorisation and solve.
+    let mut lu = SupernodalLu::<usize, f64>::new();
+    let mut row_fwd = vec![0usize; n];
+    let mut row_inv = vec![0usize; n];
+    let mut mem = MemBuffer::new(StackReq::any_of(&[
+        supernodal::factorize_supernodal_numeric_lu_scratch::<usize, f64>(
+            &symbolic,
+            Default::default(),
+        ),
+        supernodal::solve_in_place_scratch::<usize, f64>(n, 1, Par::Seq),
+    ]));
+    let stack = MemStack::new(&mut mem);
+    supernodal::factorize_supernodal_numeric_lu(
+        &mut row_fwd,
+        &mut row_inv,
+        &mut lu,
+        a,
+        at,
+        col_perm,
+        &symbolic,
+        Par::Seq,
+        stack,
+        Default::default(),
+    )
+    .ok()?;
+    lu.solve_in_place_with_conj(
+        PermRef::new_checked(&row_fwd, &row_inv, n),
+        col_perm,
+        Conj::No,
+        MatMut::from_column_major_slice_mut(&mut rhs, n, 1),
+        Par::Seq,
+        stack,
+    );
     let mut pi = Vec::with_capacity(ns);
     pi.push(1.0);
-    pi.extend((0..n).map(|i| x[i]));
+    pi.extend_from_slice(&rhs);
     Some(pi)
 }
 
