@@ -28,7 +28,7 @@
 
 use super::lengths::{atoms, size_classes};
 use super::reference_mmc::{prefill_tokens, RefParams, LEVELS};
-use super::special::{erlang_cdf, invert_monotone};
+use super::special::invert_monotone;
 use super::{AnalyticError, Predicted, Prediction};
 use crate::config::SimConfig;
 use sprs::linalg::bicgstab::BiCGSTAB;
@@ -299,10 +299,10 @@ impl ReferenceCtmc {
         let c = b.min(p.n_max().max(1));
         let sft = p.first_token(c);
         let mu_b = b as f64 / p.service(b);
-        let mix = WaitMixture { w0, wk, rate: mu_b };
-        let wait_cdf = |t: f64| -> f64 { mix.cdf(t) / norm };
+        let mix = WaitMixture::new(w0, wk, mu_b);
+        let mut masses = Vec::new();
+        let mut wait_cdf = |t: f64| -> f64 { mix.cdf(t, &mut masses) / norm };
         let scale = (n_top as f64 + 1.0) / mu_b;
-        let quant = |q: f64| sft + invert_monotone(wait_cdf, q, 0.0, scale);
         let tpot = p.decode(c);
         let slo = &cfg.metrics;
         let meets = if tpot <= slo.slo_tpot_s && slo.slo_ttft_s >= sft {
@@ -310,6 +310,7 @@ impl ReferenceCtmc {
         } else {
             0.0
         };
+        let mut quant = |q: f64| sft + invert_monotone(&mut wait_cdf, q, 0.0, scale);
         let _ = &self.classes;
         Prediction::Stable(Predicted {
             ttft_mean_s: lq / lam_eff + sft,
@@ -331,17 +332,31 @@ struct WaitMixture {
     w0: f64,
     wk: Vec<f64>,
     rate: f64,
+    /// `ln j!` for `j < wk.len()`.
+    ln_fact: Vec<f64>,
 }
 
 impl WaitMixture {
+    fn new(w0: f64, wk: Vec<f64>, rate: f64) -> WaitMixture {
+        let ln_fact = (0..wk.len())
+            .map(|j| libm::lgamma(j as f64 + 1.0))
+            .collect();
+        WaitMixture {
+            w0,
+            wk,
+            rate,
+            ln_fact,
+        }
+    }
+
     /// `w0 + Σ_k wk · P(k, rate·t)` (P the regularized lower incomplete gamma, the Erlang
     /// CDF). All orders at once from the Poisson(x = rate·t) masses `p_j`, since
     /// `P(k, x) = Σ_{j ≥ k} p_j`: `1 − Σ_{j < k} p_j` for `k ≤ x`, and for `k > x` the upward
-    /// tail `P(k + 1, x) + p_k`, started at the highest order by `erlang_cdf` (the series
-    /// of `special::gamma_p`). Each side sums positive terms, so this agrees with calling
-    /// `erlang_cdf` per order to round-off, at one `exp`, one `lgamma` and one `gamma_p`
-    /// per evaluation instead of one each per order.
-    fn cdf(&self, t: f64) -> f64 {
+    /// tail `P(k + 1, x) + p_k`, started at the highest order by summing `p_j` upwards until
+    /// the terms vanish. Each side sums positive terms, so this agrees with calling
+    /// `erlang_cdf` per order to round-off, at one `exp` and one `log` per evaluation
+    /// instead of an incomplete-gamma series per order. `p` is scratch space.
+    fn cdf(&self, t: f64, p: &mut Vec<f64>) -> f64 {
         let kmax = self.wk.len();
         let x = self.rate * t;
         if kmax == 0 || x <= 0.0 {
@@ -353,28 +368,38 @@ impl WaitMixture {
         // Poisson masses p_0..p_{kmax−1} by the ratio recurrence from j* = min(⌊x⌋, kmax − 1),
         // the largest of them (underflow far from j* only drops negligible terms).
         let top = libm::floor(x).min((kmax - 1) as f64) as usize;
-        let mut pj = vec![0.0f64; kmax];
-        pj[top] = libm::exp(top as f64 * libm::log(x) - x - libm::lgamma(top as f64 + 1.0));
+        p.clear();
+        p.resize(kmax, 0.0);
+        p[top] = libm::exp(top as f64 * libm::log(x) - x - self.ln_fact[top]);
         for j in (0..top).rev() {
-            pj[j] = pj[j + 1] * (j + 1) as f64 / x;
+            p[j] = p[j + 1] * (j + 1) as f64 / x;
         }
         for j in top + 1..kmax {
-            pj[j] = pj[j - 1] * x / j as f64;
+            p[j] = p[j - 1] * x / j as f64;
         }
         let mut acc = self.w0;
         // Orders k ≤ x.
         let lower = (libm::floor(x).min(kmax as f64)) as usize;
         let mut below = 0.0;
         for k in 1..=lower {
-            below += pj[k - 1];
+            below += p[k - 1];
             acc += self.wk[k - 1] * (1.0 - below);
         }
-        // Orders k > x, downward from kmax.
+        // Orders k > x, downward from kmax; P(kmax, x) = Σ_{j ≥ kmax} p_j, whose terms
+        // shrink geometrically (ratio x/(j + 1) < 1).
         if lower < kmax {
-            let mut tail = erlang_cdf(kmax as u32, self.rate, t);
+            let mut term = p[kmax - 1];
+            let mut tail = 0.0;
+            for j in kmax..kmax + 10_000 {
+                term *= x / j as f64;
+                tail += term;
+                if term <= tail * 1e-17 {
+                    break;
+                }
+            }
             acc += self.wk[kmax - 1] * tail;
             for k in (lower + 1..kmax).rev() {
-                tail += pj[k];
+                tail += p[k];
                 acc += self.wk[k - 1] * tail;
             }
         }
@@ -619,6 +644,7 @@ fn power_iteration(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Ve
 
 #[cfg(test)]
 mod tests {
+    use super::super::special::erlang_cdf;
     use super::*;
 
     #[test]
@@ -637,18 +663,14 @@ mod tests {
     fn wait_mixture_matches_per_order_erlang_cdfs() {
         let wk: Vec<f64> = (1..=60).map(|k| 1.0 / k as f64).collect();
         for w0 in [0.0, 0.3] {
-            let mix = WaitMixture {
-                w0,
-                wk: wk.clone(),
-                rate: 2.5,
-            };
+            let mix = WaitMixture::new(w0, wk.clone(), 2.5);
             for t in [0.0, 1e-3, 0.4, 3.0, 11.7, 23.99, 24.0, 40.0, 200.0, 1e4] {
                 let per_order = w0
                     + wk.iter()
                         .enumerate()
                         .map(|(i, w)| w * erlang_cdf(i as u32 + 1, 2.5, t))
                         .sum::<f64>();
-                let got = mix.cdf(t);
+                let got = mix.cdf(t, &mut Vec::new());
                 assert!(
                     (got - per_order).abs() <= 1e-12 * per_order.abs(),
                     "t = {t}: {got} vs {per_order}"
