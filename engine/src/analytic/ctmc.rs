@@ -12,11 +12,15 @@
 //! columns are eliminated in mixed-radix order with the class of fewest counts varying
 //! fastest, which keeps the factors inside a band as wide as that class's range (for the
 //! default two classes the short side of the triangle of states); faer does the symbolic
-//! analysis for that order (no fill-reducing reordering pass). When the band of the state
-//! order is too wide (~states × band² work), the sparse BiCGSTAB solver of `sprs` is used
+//! analysis for that order (no fill-reducing reordering pass). The pattern depends only on
+//! the class sizes and the KV pages, not on λ or B, so each thread keeps the symbolic
+//! analysis (and factor storage) of its last four patterns and refactorises numerically
+//! only; results do not depend on whether it was kept. When the band of the state order
+//! is too wide (~states × band² work), the sparse BiCGSTAB solver of `sprs` is used
 //! instead (Jacobi-scaled; power iteration on the uniformised chain as a fallback); every
-//! answer is checked by its balance residual. Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
-//! quantiles from the Erlang(n + 1 − B, B/s(B)) wait mixture by bisection. The mixture
+//! answer is checked by its balance residual. Read-outs as the chain: blocking by PASTA,
+//! mean TTFT `L_q/λ_eff + s_ft`, quantiles from the Erlang(n + 1 − B, B/s(B)) wait
+//! mixture by bisection. The mixture
 //! weights are merged per n, and each CDF evaluation gets every order's Erlang CDF from one
 //! pass over the Poisson masses (`P(k, x) = Σ_{j ≥ k} p_j`) instead of one incomplete-gamma
 //! series per state.
@@ -177,7 +181,10 @@ impl ReferenceCtmc {
         }
         let bw = states_bandwidth(&out_edges);
         let direct = if (ns as f64) * (bw as f64).powi(2) <= BAND_FLOPS {
-            direct_stationary(ns, &out_edges, &diag, &order)
+            // The pattern is fixed by the class sizes and the KV pages.
+            let mut pattern: Vec<u32> = classes.iter().map(|c| c.1).collect();
+            pattern.push(k_pages);
+            direct_stationary(ns, &out_edges, &diag, &order, pattern)
         } else {
             None
         };
@@ -446,11 +453,11 @@ fn direct_stationary(
     edges: &[(usize, usize, f64)],
     diag: &[f64],
     order: &[usize],
+    pattern: Vec<u32>,
 ) -> Option<Vec<f64>> {
     use faer::dyn_stack::{MemBuffer, MemStack, StackReq};
     use faer::perm::PermRef;
-    use faer::sparse::linalg::lu::supernodal::{self, SupernodalLu};
-    use faer::sparse::linalg::{qr, SymbolicSupernodalParams};
+    use faer::sparse::linalg::lu::supernodal;
     use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
     use faer::{Conj, MatMut, Par};
     if ns == 1 {
@@ -528,8 +535,96 @@ fn direct_stationary(
     for (p, &c) in col_fwd.iter().enumerate() {
         col_inv[c] = p;
     }
+    // The symbolic analysis depends only on the pattern (the state space, not λ or B):
+    // reused from this thread's last few patterns, together with the factor storage.
+    let cached = ANALYSES.with_borrow_mut(|c| {
+        c.iter()
+            .position(|f| f.pattern == pattern && f.nnz == row_idx.len())
+            .map(|p| c.remove(p))
+    });
+    let mut f = match cached {
+        Some(f) => f,
+        None => analyse(a, at, col_fwd, col_inv)?,
+    };
+    let col_perm = PermRef::new_checked(&f.col_fwd, &f.col_inv, n);
+    let mut row_fwd = vec![0usize; n];
+    let mut row_inv = vec![0usize; n];
+    let mut mem = MemBuffer::new(StackReq::any_of(&[
+        supernodal::factorize_supernodal_numeric_lu_scratch::<usize, f64>(
+            &f.symbolic,
+            Default::default(),
+        ),
+        supernodal::solve_in_place_scratch::<usize, f64>(n, 1, Par::Seq),
+    ]));
+    let stack = MemStack::new(&mut mem);
+    supernodal::factorize_supernodal_numeric_lu(
+        &mut row_fwd,
+        &mut row_inv,
+        &mut f.lu,
+        a,
+        at,
+        col_perm,
+        &f.symbolic,
+        Par::Seq,
+        stack,
+        Default::default(),
+    )
+    .ok()?;
+    f.lu.solve_in_place_with_conj(
+        PermRef::new_checked(&row_fwd, &row_inv, n),
+        col_perm,
+        Conj::No,
+        MatMut::from_column_major_slice_mut(&mut rhs, n, 1),
+        Par::Seq,
+        stack,
+    );
+    f.pattern = pattern;
+    f.nnz = row_idx.len();
+    ANALYSES.with_borrow_mut(|c| {
+        c.insert(0, f);
+        c.truncate(ANALYSES_KEPT);
+    });
+    let mut pi = Vec::with_capacity(ns);
+    pi.push(1.0);
+    pi.extend_from_slice(&rhs);
+    Some(pi)
+}
+
+/// Patterns whose symbolic analysis is kept per thread (the reference grid has four).
+const ANALYSES_KEPT: usize = 4;
+
+/// faer's symbolic supernodal LU analysis of one pattern (in the elimination order), with
+/// the factor storage of its last numeric factorisation.
+struct Analysis {
+    /// Class pages and KV pages, which fix the state space and so the pattern.
+    pattern: Vec<u32>,
+    nnz: usize,
+    col_fwd: Vec<usize>,
+    col_inv: Vec<usize>,
+    symbolic: faer::sparse::linalg::lu::supernodal::SymbolicSupernodalLu<usize>,
+    lu: faer::sparse::linalg::lu::supernodal::SupernodalLu<usize, f64>,
+}
+
+std::thread_local! {
+    static ANALYSES: core::cell::RefCell<Vec<Analysis>> =
+        const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// The symbolic analysis (column elimination tree, column counts, supernodes) of `a` for
+/// the column order `col_fwd` (`col_inv` its inverse); `at` is `a` transposed. The pattern
+/// fields are left empty for the caller.
+fn analyse(
+    a: faer::sparse::SparseColMatRef<'_, usize, f64>,
+    at: faer::sparse::SparseColMatRef<'_, usize, f64>,
+    col_fwd: Vec<usize>,
+    col_inv: Vec<usize>,
+) -> Option<Analysis> {
+    use faer::dyn_stack::{MemBuffer, MemStack, StackReq};
+    use faer::perm::PermRef;
+    use faer::sparse::linalg::lu::supernodal::{self, SupernodalLu};
+    use faer::sparse::linalg::{qr, SymbolicSupernodalParams};
+    let n = a.ncols();
     let col_perm = PermRef::new_checked(&col_fwd, &col_inv, n);
-    // Symbolic analysis for this column order.
     let mut etree = vec![0usize; n];
     let mut post = vec![0usize; n];
     let mut col_counts = vec![0usize; n];
@@ -562,43 +657,14 @@ fn direct_stationary(
         SymbolicSupernodalParams::default(),
     )
     .ok()?;
-    // Numeric factorisation and solve.
-    let mut lu = SupernodalLu::<usize, f64>::new();
-    let mut row_fwd = vec![0usize; n];
-    let mut row_inv = vec![0usize; n];
-    let mut mem = MemBuffer::new(StackReq::any_of(&[
-        supernodal::factorize_supernodal_numeric_lu_scratch::<usize, f64>(
-            &symbolic,
-            Default::default(),
-        ),
-        supernodal::solve_in_place_scratch::<usize, f64>(n, 1, Par::Seq),
-    ]));
-    let stack = MemStack::new(&mut mem);
-    supernodal::factorize_supernodal_numeric_lu(
-        &mut row_fwd,
-        &mut row_inv,
-        &mut lu,
-        a,
-        at,
-        col_perm,
-        &symbolic,
-        Par::Seq,
-        stack,
-        Default::default(),
-    )
-    .ok()?;
-    lu.solve_in_place_with_conj(
-        PermRef::new_checked(&row_fwd, &row_inv, n),
-        col_perm,
-        Conj::No,
-        MatMut::from_column_major_slice_mut(&mut rhs, n, 1),
-        Par::Seq,
-        stack,
-    );
-    let mut pi = Vec::with_capacity(ns);
-    pi.push(1.0);
-    pi.extend_from_slice(&rhs);
-    Some(pi)
+    Some(Analysis {
+        pattern: Vec::new(),
+        nnz: 0,
+        col_fwd,
+        col_inv,
+        symbolic,
+        lu: SupernodalLu::new(),
+    })
 }
 
 /// Max |inflow − outflow| relative to total flow.
@@ -657,6 +723,21 @@ mod tests {
             assert!(m.blocking >= 0.0 && m.blocking < 1.0, "{m:?}");
             assert!(m.ttft_p50_s <= m.ttft_p99_s && m.ttft_mean_s.is_finite());
         }
+    }
+
+    #[test]
+    fn kept_analysis_gives_the_same_answer() {
+        // Cold, then after another λ/B on the same state space, then after other state
+        // spaces: bit-identical.
+        let cfg = SimConfig::reference(2.0, 4, 8192);
+        let first = ReferenceCtmc::from_config(&cfg).unwrap();
+        let _ = ReferenceCtmc::from_config(&SimConfig::reference(0.5, 8, 8192)).unwrap();
+        let again = ReferenceCtmc::from_config(&cfg).unwrap();
+        assert_eq!(first, again);
+        for k in [2048, 4096, 16384, 12288, 6144] {
+            let _ = ReferenceCtmc::from_config(&SimConfig::reference(1.0, 1, k)).unwrap();
+        }
+        assert_eq!(first, ReferenceCtmc::from_config(&cfg).unwrap());
     }
 
     #[test]
