@@ -48,6 +48,15 @@ mod native {
             bch.iter(|| black_box(predict(ModelKind::Ours, black_box(&worst))))
         });
         group.finish();
+        // The heaviest configuration for the reference multi-class CTMC: K = 16384 gives the
+        // largest state space (747 states); λ and B change its cost by ~2 %.
+        let worst = SimConfig::reference(0.5, 4, 16384);
+        let mut group = c.benchmark_group("reference_ctmc");
+        group.sample_size(20);
+        group.bench_function("worst config (λ=0.5, B=4, K=16384)", |bch| {
+            bch.iter(|| black_box(predict(ModelKind::ReferenceCtmc, black_box(&worst))))
+        });
+        group.finish();
     }
 
     criterion_group!(benches, bench);

@@ -6,12 +6,24 @@
 //! class-count vectors x with `Σ x_k d_k ≤ ⌊K/16⌋`. Arrivals of class k at `λ/M` join if
 //! they fit (else blocked); completions are processor sharing over the batch: class k
 //! leaves at `(x_k/n) · min(n, B) / s_k(min(n, B))`, `s_k(b) = prefill(b, P_k) + O_k
-//! decode(b)`. The stationary distribution solves `πQ = 0, Σπ = 1` directly with faer's
-//! sparse LU (states in mixed-radix order keep the generator banded, ~states × band² work)
-//! or, when the band is too wide, with the sparse BiCGSTAB solver of `sprs` (Jacobi-scaled;
-//! power iteration on the uniformised chain as a fallback); every answer is checked by its
-//! balance residual. Read-outs as the chain: blocking by PASTA, mean TTFT `L_q/λ_eff + s_ft`,
-//! quantiles from the Erlang(n + 1 − B, B/s(B)) wait mixture.
+//! decode(b)`. The stationary distribution solves `πQ = 0, Σπ = 1` (`π_0 = 1`, the other
+//! balance equations, then normalised) directly with faer's supernodal sparse LU with
+//! partial pivoting: the matrix is assembled straight into compressed columns, and the
+//! columns are eliminated in mixed-radix order with the class of fewest counts varying
+//! fastest, which keeps the factors inside a band as wide as that class's range (for the
+//! default two classes the short side of the triangle of states); faer does the symbolic
+//! analysis for that order (no fill-reducing reordering pass). The pattern depends only on
+//! the class sizes and the KV pages, not on λ or B, so each thread keeps the symbolic
+//! analysis (and factor storage) of its last four patterns and refactorises numerically
+//! only; results do not depend on whether it was kept. When the band of the state order
+//! is too wide (~states × band² work), the sparse BiCGSTAB solver of `sprs` is used
+//! instead (Jacobi-scaled; power iteration on the uniformised chain as a fallback); every
+//! answer is checked by its balance residual. Read-outs as the chain: blocking by PASTA,
+//! mean TTFT `L_q/λ_eff + s_ft`, quantiles from the Erlang(n + 1 − B, B/s(B)) wait
+//! mixture by bisection. The mixture
+//! weights are merged per n, and each CDF evaluation gets every order's Erlang CDF from one
+//! pass over the Poisson masses (`P(k, x) = Σ_{j ≥ k} p_j`) instead of one incomplete-gamma
+//! series per state.
 //!
 //! # Known defects (kept on purpose)
 //! Coarse classes (within-class variance lost), processor sharing instead of FIFO slots,
@@ -20,7 +32,7 @@
 
 use super::lengths::{atoms, size_classes};
 use super::reference_mmc::{prefill_tokens, RefParams, LEVELS};
-use super::special::{erlang_cdf, invert_monotone};
+use super::special::invert_monotone;
 use super::{AnalyticError, Predicted, Prediction};
 use crate::config::SimConfig;
 use sprs::linalg::bicgstab::BiCGSTAB;
@@ -35,7 +47,8 @@ pub struct ReferenceCtmc {
     params: RefParams,
     /// (probability, pages, service at each batch size 0..=B) per class.
     classes: Vec<(f64, u32)>,
-    states: Vec<Vec<u32>>,
+    /// Class-count vectors, `classes.len()` per state, in mixed-radix order.
+    states: Vec<u32>,
     pi: Vec<f64>,
     /// Per state: probability an arrival is accepted.
     accept: Vec<f64>,
@@ -96,64 +109,82 @@ impl ReferenceCtmc {
         }
         let size = radix[m - 1] * (maxes[m - 1] as usize + 1);
         let mut index = vec![usize::MAX; size];
-        let mut states: Vec<Vec<u32>> = Vec::new();
+        // Count vectors, `m` per state, in increasing mixed-radix code.
+        let mut states: Vec<u32> = Vec::new();
         let mut x = vec![0u32; m];
         loop {
             let used: u32 = x.iter().zip(&classes).map(|(xi, c)| xi * c.1).sum();
             if used <= k_pages {
                 let code: usize = x.iter().zip(&radix).map(|(xi, r)| *xi as usize * r).sum();
-                index[code] = states.len();
-                states.push(x.clone());
+                index[code] = states.len() / m;
+                states.extend_from_slice(&x);
             }
-            // Increment.
-            let mut i = 0;
-            loop {
-                if i == m {
-                    break;
-                }
-                x[i] += 1;
-                if x[i] <= maxes[i] {
-                    break;
-                }
-                x[i] = 0;
-                i += 1;
-            }
-            if i == m {
+            if !next_digits(&mut x, &maxes, 0..m) {
                 break;
             }
         }
-        let ns = states.len();
+        let ns = states.len() / m;
         let lambda = params.lambda;
         let mut diag = vec![0.0f64; ns];
         let mut accept = vec![0.0f64; ns];
-        // Generator transposed: A[j][i] = q(i → j).
-        let mut out_edges: Vec<(usize, usize, f64)> = Vec::new();
-        for (si, xs) in states.iter().enumerate() {
+        // Generator transposed: A[j][i] = q(i → j). Edges grouped by source state, targets
+        // in increasing order (departures of the classes with the largest radix first, then
+        // arrivals); the exit rate sums arrival and departure of each class in class order.
+        let mut out_edges: Vec<(usize, usize, f64)> = Vec::with_capacity(2 * m * ns);
+        for (si, xs) in states.chunks_exact(m).enumerate() {
             let used: u32 = xs.iter().zip(&classes).map(|(xi, c)| xi * c.1).sum();
             let n: u32 = xs.iter().sum();
             let code: usize = xs.iter().zip(&radix).map(|(xi, r)| *xi as usize * r).sum();
+            let mut up = [0.0f64; 4];
+            let mut down = [0.0f64; 4];
             for (k, c) in classes.iter().enumerate() {
                 if used + c.1 <= k_pages {
-                    let to = index[code + radix[k]];
-                    out_edges.push((si, to, lambda * c.0));
+                    up[k] = lambda * c.0;
                     accept[si] += c.0;
+                    diag[si] += up[k];
                 }
                 if xs[k] > 0 {
                     let bb = n.min(b);
-                    let rate = xs[k] as f64 / n as f64 * bb as f64 / service[k][bb as usize];
-                    out_edges.push((si, index[code - radix[k]], rate));
+                    down[k] = xs[k] as f64 / n as f64 * bb as f64 / service[k][bb as usize];
+                    diag[si] += down[k];
+                }
+            }
+            for k in (0..m).rev() {
+                if xs[k] > 0 {
+                    out_edges.push((si, index[code - radix[k]], down[k]));
+                }
+            }
+            for k in 0..m {
+                if used + classes[k].1 <= k_pages {
+                    out_edges.push((si, index[code + radix[k]], up[k]));
                 }
             }
         }
-        for &(i, _, r) in &out_edges {
-            diag[i] += r;
+        // Direct sparse LU first, eliminating the states in mixed-radix order with the
+        // classes of fewest counts varying fastest: every transition then stays within the
+        // product of the faster classes' ranges, and the factors' fill within that band (for
+        // two classes, the short side of the triangle of states). Iterative solvers only
+        // when the band of the state order is too wide (the same test as before the
+        // reordering, so the same configurations are solved directly).
+        let mut digits: Vec<usize> = (0..m).collect();
+        digits.sort_by_key(|&k| maxes[k]);
+        let mut order: Vec<usize> = Vec::with_capacity(ns);
+        x.iter_mut().for_each(|xi| *xi = 0);
+        loop {
+            let code: usize = x.iter().zip(&radix).map(|(xi, r)| *xi as usize * r).sum();
+            if index[code] != usize::MAX {
+                order.push(index[code]);
+            }
+            if !next_digits(&mut x, &maxes, digits.iter().copied()) {
+                break;
+            }
         }
-        // Direct sparse LU first: states are in mixed-radix order, so every transition stays
-        // within `radix[m − 1]` positions and the factors' fill stays within that band.
-        // Iterative solvers only when the band is too wide for that.
         let bw = states_bandwidth(&out_edges);
         let direct = if (ns as f64) * (bw as f64).powi(2) <= BAND_FLOPS {
-            direct_stationary(ns, &out_edges, &diag)
+            // The pattern is fixed by the class sizes and the KV pages.
+            let mut pattern: Vec<u32> = classes.iter().map(|c| c.1).collect();
+            pattern.push(k_pages);
+            direct_stationary(ns, &out_edges, &diag, &order, pattern)
         } else {
             None
         };
@@ -236,7 +267,7 @@ impl ReferenceCtmc {
 
     /// Number of states.
     pub fn state_count(&self) -> usize {
-        self.states.len()
+        self.states.len() / self.classes.len()
     }
 
     /// The prediction.
@@ -246,41 +277,39 @@ impl ReferenceCtmc {
         let mut pb = 0.0;
         let mut lq = 0.0;
         let mut busy = 0.0;
-        let mut arrivals_seen: Vec<(u32, f64)> = Vec::new();
-        for ((x, pi), acc) in self.states.iter().zip(&self.pi).zip(&self.accept) {
+        let mut norm = 0.0;
+        let mut n_top = 0u32;
+        // The wait of an accepted arrival depends on the state only through n: weights per
+        // Erlang order k = n + 1 − B (index k − 1), and `w0` for n < B (no wait).
+        let mut w0 = 0.0;
+        let mut wk: Vec<f64> = Vec::new();
+        let m = self.classes.len();
+        for ((x, pi), acc) in self.states.chunks_exact(m).zip(&self.pi).zip(&self.accept) {
             let n: u32 = x.iter().sum();
             pb += pi * (1.0 - acc);
             lq += pi * n.saturating_sub(b) as f64;
             busy += pi * n.min(b) as f64;
-            arrivals_seen.push((n, pi * acc));
+            let w = pi * acc;
+            norm += w;
+            n_top = n_top.max(n);
+            if n < b {
+                w0 += w;
+            } else {
+                let k = (n + 1 - b) as usize;
+                if wk.len() < k {
+                    wk.resize(k, 0.0);
+                }
+                wk[k - 1] += w;
+            }
         }
         let lam_eff = p.lambda * (1.0 - pb);
         let c = b.min(p.n_max().max(1));
         let sft = p.first_token(c);
         let mu_b = b as f64 / p.service(b);
-        let norm: f64 = arrivals_seen.iter().map(|a| a.1).sum();
-        let wait_cdf = |t: f64| -> f64 {
-            arrivals_seen
-                .iter()
-                .map(|&(n, w)| {
-                    w * if n < b {
-                        1.0
-                    } else {
-                        erlang_cdf(n + 1 - b, mu_b, t)
-                    }
-                })
-                .sum::<f64>()
-                / norm
-        };
-        let scale = (self
-            .states
-            .iter()
-            .map(|x| x.iter().sum::<u32>())
-            .max()
-            .unwrap_or(1) as f64
-            + 1.0)
-            / mu_b;
-        let quant = |q: f64| sft + invert_monotone(wait_cdf, q, 0.0, scale);
+        let mix = WaitMixture::new(w0, wk, mu_b);
+        let mut masses = Vec::new();
+        let mut wait_cdf = |t: f64| -> f64 { mix.cdf(t, &mut masses) / norm };
+        let scale = (n_top as f64 + 1.0) / mu_b;
         let tpot = p.decode(c);
         let slo = &cfg.metrics;
         let meets = if tpot <= slo.slo_tpot_s && slo.slo_ttft_s >= sft {
@@ -288,6 +317,7 @@ impl ReferenceCtmc {
         } else {
             0.0
         };
+        let mut quant = |q: f64| sft + invert_monotone(&mut wait_cdf, q, 0.0, scale);
         let _ = &self.classes;
         Prediction::Stable(Predicted {
             ttft_mean_s: lq / lam_eff + sft,
@@ -303,12 +333,106 @@ impl ReferenceCtmc {
     }
 }
 
+/// The wait law of an accepted arrival: no wait with weight `w0`, Erlang(k, `rate`) with
+/// weight `wk[k − 1]`; weights unnormalised.
+struct WaitMixture {
+    w0: f64,
+    wk: Vec<f64>,
+    rate: f64,
+    /// `ln j!` for `j < wk.len()`.
+    ln_fact: Vec<f64>,
+}
+
+impl WaitMixture {
+    fn new(w0: f64, wk: Vec<f64>, rate: f64) -> WaitMixture {
+        let ln_fact = (0..wk.len())
+            .map(|j| libm::lgamma(j as f64 + 1.0))
+            .collect();
+        WaitMixture {
+            w0,
+            wk,
+            rate,
+            ln_fact,
+        }
+    }
+
+    /// `w0 + Σ_k wk · P(k, rate·t)` (P the regularized lower incomplete gamma, the Erlang
+    /// CDF). All orders at once from the Poisson(x = rate·t) masses `p_j`, since
+    /// `P(k, x) = Σ_{j ≥ k} p_j`: `1 − Σ_{j < k} p_j` for `k ≤ x`, and for `k > x` the upward
+    /// tail `P(k + 1, x) + p_k`, started at the highest order by summing `p_j` upwards until
+    /// the terms vanish. Each side sums positive terms, so this agrees with calling
+    /// `erlang_cdf` per order to round-off, at one `exp` and one `log` per evaluation
+    /// instead of an incomplete-gamma series per order. `p` is scratch space.
+    fn cdf(&self, t: f64, p: &mut Vec<f64>) -> f64 {
+        let kmax = self.wk.len();
+        let x = self.rate * t;
+        if kmax == 0 || x <= 0.0 {
+            return self.w0;
+        }
+        if !x.is_finite() {
+            return self.w0 + self.wk.iter().sum::<f64>();
+        }
+        // Poisson masses p_0..p_{kmax−1} by the ratio recurrence from j* = min(⌊x⌋, kmax − 1),
+        // the largest of them (underflow far from j* only drops negligible terms).
+        let top = libm::floor(x).min((kmax - 1) as f64) as usize;
+        p.clear();
+        p.resize(kmax, 0.0);
+        p[top] = libm::exp(top as f64 * libm::log(x) - x - self.ln_fact[top]);
+        for j in (0..top).rev() {
+            p[j] = p[j + 1] * (j + 1) as f64 / x;
+        }
+        for j in top + 1..kmax {
+            p[j] = p[j - 1] * x / j as f64;
+        }
+        let mut acc = self.w0;
+        // Orders k ≤ x.
+        let lower = (libm::floor(x).min(kmax as f64)) as usize;
+        let mut below = 0.0;
+        for k in 1..=lower {
+            below += p[k - 1];
+            acc += self.wk[k - 1] * (1.0 - below);
+        }
+        // Orders k > x, downward from kmax; P(kmax, x) = Σ_{j ≥ kmax} p_j, whose terms
+        // shrink geometrically (ratio x/(j + 1) < 1).
+        if lower < kmax {
+            let mut term = p[kmax - 1];
+            let mut tail = 0.0;
+            for j in kmax..kmax + 10_000 {
+                term *= x / j as f64;
+                tail += term;
+                if term <= tail * 1e-17 {
+                    break;
+                }
+            }
+            acc += self.wk[kmax - 1] * tail;
+            for k in (lower + 1..kmax).rev() {
+                tail += p[k];
+                acc += self.wk[k - 1] * tail;
+            }
+        }
+        acc
+    }
+}
+
 /// Largest band (work ~ states × band²) solved directly [flops].
 const BAND_FLOPS: f64 = 4e7;
 /// Largest state space handed to the iterative solver when the band is too wide.
 const ITERATIVE_MAX_STATES: usize = 20_000;
 
-/// Half-bandwidth of the generator in state order.
+/// Advances the count vector `x` (digit `k` from 0 to `maxes[k]`) to the next in mixed-radix
+/// order, `digits` listed from the fastest; `false` after the last.
+fn next_digits(x: &mut [u32], maxes: &[u32], digits: impl IntoIterator<Item = usize>) -> bool {
+    for k in digits {
+        x[k] += 1;
+        if x[k] <= maxes[k] {
+            return true;
+        }
+        x[k] = 0;
+    }
+    false
+}
+
+/// Half-bandwidth of the generator in state (mixed-radix) order.
 fn states_bandwidth(edges: &[(usize, usize, f64)]) -> usize {
     edges
         .iter()
@@ -318,44 +442,229 @@ fn states_bandwidth(edges: &[(usize, usize, f64)]) -> usize {
 }
 
 /// Stationary vector from `π_0 = 1` and the balance equations of states 1.., solved by
-/// faer's sparse LU (fill-reducing ordering, partial pivoting); unnormalised. `None` if the
-/// factorisation fails (a singular system).
-fn direct_stationary(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Option<Vec<f64>> {
-    use faer::linalg::solvers::Solve;
-    use faer::sparse::{SparseColMat, Triplet};
+/// faer's supernodal sparse LU (partial pivoting) with the unknowns eliminated in the state
+/// `order` given (state 0, first in it, is not an unknown); unnormalised. The matrix and its
+/// transpose are assembled directly in compressed columns from `edges` (grouped by source,
+/// targets increasing), and the symbolic analysis (column elimination tree, column counts,
+/// supernodes) is faer's for that column order. `None` if the factorisation fails (a
+/// singular system).
+fn direct_stationary(
+    ns: usize,
+    edges: &[(usize, usize, f64)],
+    diag: &[f64],
+    order: &[usize],
+    pattern: Vec<u32>,
+) -> Option<Vec<f64>> {
+    use faer::dyn_stack::{MemBuffer, MemStack, StackReq};
+    use faer::perm::PermRef;
+    use faer::sparse::linalg::lu::supernodal;
+    use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
+    use faer::{Conj, MatMut, Par};
     if ns == 1 {
         return Some(vec![1.0]);
     }
     // Unknowns x = π_1..π_{ns−1}; equation for state j ≥ 1: Σ_i π_i q(i→j) − π_j d_j = 0.
+    // Column i − 1 holds state i's outflows (rows j − 1) and −d_i on the diagonal.
     let n = ns - 1;
-    let mut tri = TriMat::new((n, n));
+    let mut col_ptr = Vec::with_capacity(ns);
+    let mut row_idx = Vec::with_capacity(edges.len() + n);
+    let mut val = Vec::with_capacity(edges.len() + n);
     let mut rhs = vec![0.0f64; n];
-    for (j, d) in diag.iter().enumerate().skip(1) {
-        tri.add_triplet(j - 1, j - 1, -d);
-    }
-    for &(i, j, r) in edges {
-        if j == 0 {
-            continue;
-        }
-        if i == 0 {
+    let mut e = 0;
+    while e < edges.len() && edges[e].0 == 0 {
+        let (_, j, r) = edges[e];
+        if j != 0 {
             rhs[j - 1] -= r;
-        } else {
-            tri.add_triplet(j - 1, i - 1, r);
+        }
+        e += 1;
+    }
+    col_ptr.push(0usize);
+    for (i, d) in diag.iter().enumerate().skip(1) {
+        let mut diagonal = false;
+        while e < edges.len() && edges[e].0 == i {
+            let (_, j, r) = edges[e];
+            if j > i && !diagonal {
+                row_idx.push(i - 1);
+                val.push(-d);
+                diagonal = true;
+            }
+            if j != 0 {
+                row_idx.push(j - 1);
+                val.push(r);
+            }
+            e += 1;
+        }
+        if !diagonal {
+            row_idx.push(i - 1);
+            val.push(-d);
+        }
+        col_ptr.push(row_idx.len());
+    }
+    let a = SparseColMatRef::new(
+        SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row_idx),
+        &val,
+    );
+    // The transpose (rows of A as columns), by counting.
+    let mut t_ptr = vec![0usize; n + 1];
+    for &r in &row_idx {
+        t_ptr[r + 1] += 1;
+    }
+    for r in 0..n {
+        t_ptr[r + 1] += t_ptr[r];
+    }
+    let mut next = t_ptr.clone();
+    let mut t_idx = vec![0usize; row_idx.len()];
+    let mut t_val = vec![0.0f64; row_idx.len()];
+    for c in 0..n {
+        for p in col_ptr[c]..col_ptr[c + 1] {
+            let r = row_idx[p];
+            t_idx[next[r]] = c;
+            t_val[next[r]] = val[p];
+            next[r] += 1;
         }
     }
-    // sprs sums repeated entries; faer takes the merged triplets.
-    let merged = tri.to_csc::<usize>();
-    let entries: Vec<Triplet<usize, usize, f64>> = merged
-        .iter()
-        .map(|(&v, (r, c))| Triplet::new(r, c, v))
-        .collect();
-    let a = SparseColMat::<usize, f64>::try_new_from_triplets(n, n, &entries).ok()?;
-    let lu = a.sp_lu().ok()?;
-    let x = lu.solve(faer::col::Col::from_fn(n, |i| rhs[i]));
+    let at = SparseColMatRef::new(
+        SymbolicSparseColMatRef::new_checked(n, n, &t_ptr, None, &t_idx),
+        &t_val,
+    );
+    if order.first() != Some(&0) {
+        return None;
+    }
+    let col_fwd: Vec<usize> = order[1..].iter().map(|s| s - 1).collect();
+    let mut col_inv = vec![0usize; n];
+    for (p, &c) in col_fwd.iter().enumerate() {
+        col_inv[c] = p;
+    }
+    // The symbolic analysis depends only on the pattern (the state space, not λ or B):
+    // reused from this thread's last few patterns, together with the factor storage.
+    let cached = ANALYSES.with_borrow_mut(|c| {
+        c.iter()
+            .position(|f| f.pattern == pattern && f.nnz == row_idx.len())
+            .map(|p| c.remove(p))
+    });
+    let mut f = match cached {
+        Some(f) => f,
+        None => analyse(a, at, col_fwd, col_inv)?,
+    };
+    let col_perm = PermRef::new_checked(&f.col_fwd, &f.col_inv, n);
+    let mut row_fwd = vec![0usize; n];
+    let mut row_inv = vec![0usize; n];
+    let mut mem = MemBuffer::new(StackReq::any_of(&[
+        supernodal::factorize_supernodal_numeric_lu_scratch::<usize, f64>(
+            &f.symbolic,
+            Default::default(),
+        ),
+        supernodal::solve_in_place_scratch::<usize, f64>(n, 1, Par::Seq),
+    ]));
+    let stack = MemStack::new(&mut mem);
+    supernodal::factorize_supernodal_numeric_lu(
+        &mut row_fwd,
+        &mut row_inv,
+        &mut f.lu,
+        a,
+        at,
+        col_perm,
+        &f.symbolic,
+        Par::Seq,
+        stack,
+        Default::default(),
+    )
+    .ok()?;
+    f.lu.solve_in_place_with_conj(
+        PermRef::new_checked(&row_fwd, &row_inv, n),
+        col_perm,
+        Conj::No,
+        MatMut::from_column_major_slice_mut(&mut rhs, n, 1),
+        Par::Seq,
+        stack,
+    );
+    f.pattern = pattern;
+    f.nnz = row_idx.len();
+    ANALYSES.with_borrow_mut(|c| {
+        c.insert(0, f);
+        c.truncate(ANALYSES_KEPT);
+    });
     let mut pi = Vec::with_capacity(ns);
     pi.push(1.0);
-    pi.extend((0..n).map(|i| x[i]));
+    pi.extend_from_slice(&rhs);
     Some(pi)
+}
+
+/// Patterns whose symbolic analysis is kept per thread (the reference grid has four).
+const ANALYSES_KEPT: usize = 4;
+
+/// faer's symbolic supernodal LU analysis of one pattern (in the elimination order), with
+/// the factor storage of its last numeric factorisation.
+struct Analysis {
+    /// Class pages and KV pages, which fix the state space and so the pattern.
+    pattern: Vec<u32>,
+    nnz: usize,
+    col_fwd: Vec<usize>,
+    col_inv: Vec<usize>,
+    symbolic: faer::sparse::linalg::lu::supernodal::SymbolicSupernodalLu<usize>,
+    lu: faer::sparse::linalg::lu::supernodal::SupernodalLu<usize, f64>,
+}
+
+std::thread_local! {
+    static ANALYSES: core::cell::RefCell<Vec<Analysis>> =
+        const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// The symbolic analysis (column elimination tree, column counts, supernodes) of `a` for
+/// the column order `col_fwd` (`col_inv` its inverse); `at` is `a` transposed. The pattern
+/// fields are left empty for the caller.
+fn analyse(
+    a: faer::sparse::SparseColMatRef<'_, usize, f64>,
+    at: faer::sparse::SparseColMatRef<'_, usize, f64>,
+    col_fwd: Vec<usize>,
+    col_inv: Vec<usize>,
+) -> Option<Analysis> {
+    use faer::dyn_stack::{MemBuffer, MemStack, StackReq};
+    use faer::perm::PermRef;
+    use faer::sparse::linalg::lu::supernodal::{self, SupernodalLu};
+    use faer::sparse::linalg::{qr, SymbolicSupernodalParams};
+    let n = a.ncols();
+    let col_perm = PermRef::new_checked(&col_fwd, &col_inv, n);
+    let mut etree = vec![0usize; n];
+    let mut post = vec![0usize; n];
+    let mut col_counts = vec![0usize; n];
+    let mut min_col = vec![0usize; n];
+    let mut mem = MemBuffer::new(StackReq::any_of(&[
+        qr::col_etree_scratch::<usize>(n, n),
+        qr::postorder_scratch::<usize>(n),
+        qr::column_counts_aat_scratch::<usize>(n, n),
+        supernodal::factorize_supernodal_symbolic_lu_scratch::<usize>(n, n),
+    ]));
+    let stack = MemStack::new(&mut mem);
+    let etree = qr::col_etree(a.symbolic(), Some(col_perm), &mut etree, stack);
+    qr::postorder(&mut post, etree, stack);
+    qr::column_counts_ata(
+        &mut col_counts,
+        &mut min_col,
+        at.symbolic(),
+        Some(col_perm),
+        etree,
+        &post,
+        stack,
+    );
+    let symbolic = supernodal::factorize_supernodal_symbolic_lu(
+        a.symbolic(),
+        Some(col_perm),
+        &min_col,
+        etree,
+        &col_counts,
+        stack,
+        SymbolicSupernodalParams::default(),
+    )
+    .ok()?;
+    Some(Analysis {
+        pattern: Vec::new(),
+        nnz: 0,
+        col_fwd,
+        col_inv,
+        symbolic,
+        lu: SupernodalLu::new(),
+    })
 }
 
 /// Max |inflow − outflow| relative to total flow.
@@ -401,6 +710,7 @@ fn power_iteration(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Ve
 
 #[cfg(test)]
 mod tests {
+    use super::super::special::erlang_cdf;
     use super::*;
 
     #[test]
@@ -412,6 +722,41 @@ mod tests {
             let m = *c.prediction(&cfg).metrics().unwrap();
             assert!(m.blocking >= 0.0 && m.blocking < 1.0, "{m:?}");
             assert!(m.ttft_p50_s <= m.ttft_p99_s && m.ttft_mean_s.is_finite());
+        }
+    }
+
+    #[test]
+    fn kept_analysis_gives_the_same_answer() {
+        // Cold, then after another λ/B on the same state space, then after other state
+        // spaces: bit-identical.
+        let cfg = SimConfig::reference(2.0, 4, 8192);
+        let first = ReferenceCtmc::from_config(&cfg).unwrap();
+        let _ = ReferenceCtmc::from_config(&SimConfig::reference(0.5, 8, 8192)).unwrap();
+        let again = ReferenceCtmc::from_config(&cfg).unwrap();
+        assert_eq!(first, again);
+        for k in [2048, 4096, 16384, 12288, 6144] {
+            let _ = ReferenceCtmc::from_config(&SimConfig::reference(1.0, 1, k)).unwrap();
+        }
+        assert_eq!(first, ReferenceCtmc::from_config(&cfg).unwrap());
+    }
+
+    #[test]
+    fn wait_mixture_matches_per_order_erlang_cdfs() {
+        let wk: Vec<f64> = (1..=60).map(|k| 1.0 / k as f64).collect();
+        for w0 in [0.0, 0.3] {
+            let mix = WaitMixture::new(w0, wk.clone(), 2.5);
+            for t in [0.0, 1e-3, 0.4, 3.0, 11.7, 23.99, 24.0, 40.0, 200.0, 1e4] {
+                let per_order = w0
+                    + wk.iter()
+                        .enumerate()
+                        .map(|(i, w)| w * erlang_cdf(i as u32 + 1, 2.5, t))
+                        .sum::<f64>();
+                let got = mix.cdf(t, &mut Vec::new());
+                assert!(
+                    (got - per_order).abs() <= 1e-12 * per_order.abs(),
+                    "t = {t}: {got} vs {per_order}"
+                );
+            }
         }
     }
 
