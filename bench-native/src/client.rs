@@ -205,6 +205,10 @@ impl Endpoint {
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(1024)
+            // llama-server (cpp-httplib) and uvicorn close a keep-alive connection after 5 s
+            // idle; reusing one at that moment fails with "connection closed before message
+            // completed". Dropping idle connections sooner avoids the race.
+            .pool_idle_timeout(Duration::from_secs(3))
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| ClientError::Other(describe(&e)))?;

@@ -225,10 +225,10 @@ struct ServerModel {
 /// How [`sim_config`] models the server's KV cache, in words.
 fn kv_text(m: &ServerModel) -> String {
     if m.block_size <= 1 {
-        "the `llama_cpp` server model (token-granular KV, each request capped at its slot's context, so slots never block or preempt)".into()
+        "the `llama_cpp` server model (policy `llama_cpp`: decodes first, then prompt chunks in slot order; token-granular KV, each request capped at its slot's context, so slots never block or preempt)".into()
     } else {
         format!(
-            "the `vllm_v1` server model (`paged` KV of {} blocks × {} tokens read from the server, recompute preemption, no watermark)",
+            "the `vllm_v1` server model (policy `chunked`, `paged` KV of {} blocks × {} tokens read from the server, recompute preemption, no watermark)",
             m.kv_tokens / m.block_size as u64,
             m.block_size
         )
@@ -599,7 +599,7 @@ fn markdown(
     let _ = writeln!(
         s,
         "Server: {} slots, {} KV tokens (per slot {}), token budget {} (llama.cpp `-b`, vLLM \
-         `max_num_batched_tokens`). Model: `chunked`, max_batch = slots, {}, budget as the \
+         `max_num_batched_tokens`). Model: max_batch = slots, {}, budget as the \
          server's, first token after prefill, drain; cost = fitted **{:?}** (linear fit \
          relative RMS {:.1} %). \
          Workload: ShareGPT lengths × {}, prompt + output ≤ {cap}, Poisson, seed {}, {} \

@@ -5,8 +5,10 @@
 //! * A request waits in the task queue until a slot is idle, then takes the idle slot that
 //!   was **released longest ago** (`get_available_slot`: the loop keeps a slot whose
 //!   `t_last_used <= t_last`, so among slots never used, or released together, the one with
-//!   the **highest index** wins). Prompt-similarity reuse is left out: it needs a shared
-//!   prefix, and bench-native's prompts are distinct.
+//!   the **highest index** wins). Prompt-similarity reuse is left out: the server first
+//!   looks for an idle slot whose cached prompt shares more than 10 % of the new prompt
+//!   (`--slot-prompt-similarity`), and bench-native's prompts share only their first
+//!   one or two tokens, which passes that bar only for prompts under ~20 tokens.
 //! * Tasks are assigned to slots before each batch is built (`update_slots`), whether or
 //!   not the batch has room for their prompt yet.
 //! * The batch takes one token for every generating slot, then prompt tokens **slot by
