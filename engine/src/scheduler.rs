@@ -173,6 +173,27 @@ impl PlanCtx<'_> {
         self.running.push(seq);
     }
 
+    /// Plan under the token budget: the prefilled prefix decodes (a token each, while the
+    /// budget lasts), then the unprefilled suffix gets prefill chunks in its order.
+    /// Returns the plan and the budget left. O(unprefilled).
+    pub fn plan_budgeted(&mut self) -> (Plan, u32) {
+        let mut budget = self.token_budget;
+        let mut plan = Plan::default();
+        let decodes = self.prefilled.min(budget as usize);
+        plan.decode_seqs = decodes as u32;
+        budget -= decodes as u32;
+        for s in &mut self.running[self.prefilled..] {
+            if budget == 0 {
+                break;
+            }
+            s.chunk = (s.prefill_target - s.prefilled).min(budget);
+            budget -= s.chunk;
+            plan.prefill_tokens += s.chunk as u64;
+            plan.prefill_seqs += 1;
+        }
+        (plan, budget)
+    }
+
     /// Plan in which every prefilled running sequence decodes and every unprefilled one
     /// prefills its whole remaining target (prefill priority: if anything prefills,
     /// nothing decodes). O(unprefilled).

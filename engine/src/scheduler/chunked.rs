@@ -14,22 +14,9 @@ pub struct Chunked {
 impl Scheduler for Chunked {
     super::fifo_queue!();
     fn plan(&mut self, ctx: &mut PlanCtx<'_>) -> Plan {
-        let mut budget = ctx.token_budget;
-        let mut plan = Plan::default();
-        // 1. decodes: the prefilled prefix, in admission order, while the budget lasts
-        let decodes = ctx.prefilled.min(budget as usize);
-        plan.decode_seqs = decodes as u32;
-        budget -= decodes as u32;
+        // 1. decodes: the prefilled prefix, in admission order, while the budget lasts;
         // 2. partly prefilled running requests (the unprefilled suffix)
-        for s in &mut ctx.running[ctx.prefilled..] {
-            if budget == 0 {
-                break;
-            }
-            s.chunk = (s.prefill_target - s.prefilled).min(budget);
-            budget -= s.chunk;
-            plan.prefill_tokens += s.chunk as u64;
-            plan.prefill_seqs += 1;
-        }
+        let (mut plan, mut budget) = ctx.plan_budgeted();
         // 3. new requests
         while budget > 0 && ctx.running.len() < ctx.max_batch {
             let Some(blocks) = self.waiting.front().and_then(|s| ctx.take_blocks_for(s)) else {

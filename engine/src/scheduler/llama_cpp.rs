@@ -103,21 +103,7 @@ impl Scheduler for LlamaCpp {
             }
         }
         // The batch: a token for every generating slot, then prompt tokens slot by slot.
-        let mut budget = ctx.token_budget;
-        let mut plan = Plan::default();
-        let decodes = ctx.prefilled.min(budget as usize);
-        plan.decode_seqs = decodes as u32;
-        budget -= decodes as u32;
-        for s in suffix {
-            if budget == 0 {
-                break;
-            }
-            s.chunk = (s.prefill_target - s.prefilled).min(budget);
-            budget -= s.chunk;
-            plan.prefill_tokens += s.chunk as u64;
-            plan.prefill_seqs += 1;
-        }
-        plan
+        ctx.plan_budgeted().0
     }
 }
 
