@@ -171,6 +171,20 @@ pub fn error_message(body: &str) -> String {
 }
 
 /// Formats a reqwest error with its causes, flagging connection failures.
+/// The HTTP client: keeps up to `idle_per_host` idle connections for reuse (0: none).
+fn http_client(idle_per_host: usize) -> Result<reqwest::Client, ClientError> {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(idle_per_host)
+        // llama-server (cpp-httplib) and uvicorn close a keep-alive connection after 5 s
+        // idle; reusing one at that moment fails. Dropping idle connections sooner avoids
+        // that race (see also `Endpoint::without_connection_reuse`).
+        .pool_idle_timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| ClientError::Other(describe(&e)))
+}
+
 pub fn describe(e: &reqwest::Error) -> String {
     let mut s = if e.is_connect() {
         "connection failed".to_string()
@@ -191,6 +205,21 @@ pub fn describe(e: &reqwest::Error) -> String {
 }
 
 impl Endpoint {
+    /// This endpoint with a client that opens a new connection for every request.
+    ///
+    /// A server may close a kept-alive connection just as the client reuses it (the
+    /// request then fails with "connection closed before message completed"). In a load
+    /// test that is measured like any other error; a microbenchmark, where one failed
+    /// request spoils the whole table, uses fresh connections instead (≈ 0.1 ms each on
+    /// loopback).
+    ///
+    /// # Errors
+    /// [`ClientError::Other`] if the HTTP client cannot be built.
+    pub fn without_connection_reuse(mut self) -> Result<Endpoint, ClientError> {
+        self.http = http_client(0)?;
+        Ok(self)
+    }
+
     /// Connects, lists models, resolves the model name, identifies the server.
     ///
     /// # Errors
@@ -202,16 +231,7 @@ impl Endpoint {
             .trim_end_matches("/v1")
             .trim_end_matches('/')
             .to_string();
-        let http = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(1024)
-            // llama-server (cpp-httplib) and uvicorn close a keep-alive connection after 5 s
-            // idle; reusing one at that moment fails with "connection closed before message
-            // completed". Dropping idle connections sooner avoids the race.
-            .pool_idle_timeout(Duration::from_secs(3))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| ClientError::Other(describe(&e)))?;
+        let http = http_client(1024)?;
         let mut ep = Endpoint {
             base: base.clone(),
             api: cfg.api,

@@ -121,7 +121,9 @@ pub async fn microbench(
     cfg: &MicrobenchConfig,
     pb: &ProgressBar,
 ) -> Result<MicrobenchResult, RunError> {
-    let ep = Endpoint::connect(&cfg.endpoint).await?;
+    let ep = Endpoint::connect(&cfg.endpoint)
+        .await?
+        .without_connection_reuse()?;
     let longest = cfg.prompt_lengths.iter().copied().max().unwrap_or(1) as u64 + 1;
     ep.check_fits(longest.max(cfg.decode_prompt as u64 + cfg.decode_tokens as u64))?;
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
