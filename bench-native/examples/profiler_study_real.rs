@@ -26,7 +26,7 @@ mod study;
 use bench_native::client::EndpointConfig;
 use bench_native::fit;
 use bench_native::microbench::{self, MicrobenchConfig, MicrobenchResult};
-use bench_native::run::{run_load, RunConfig};
+use bench_native::run::{run_to_end, RunConfig};
 use bench_native::validate::pool;
 use engine::config::ServerConfig;
 use engine::cost::CostModel;
@@ -212,9 +212,7 @@ fn measure(
     c.horizon_s = 1e6;
     c.timeout = Duration::from_secs(60);
     c.metrics_interval = None;
-    let rep = rt
-        .block_on(run_load(&c, &ProgressBar::hidden(), std::future::pending()))
-        .expect("load run");
+    let rep = run_to_end(rt, &c).expect("load run");
     if std::env::var_os("PROFILER_STUDY_KEEP").is_some() {
         eprintln!("kept {} ({})", out.display(), variant.label());
     } else {

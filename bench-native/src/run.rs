@@ -1058,6 +1058,19 @@ fn write_summary_csv(
     w.flush().map_err(io_err(path))
 }
 
+/// Runs `cfg` to the end on `rt`, with no progress bar and no stop signal (what tests,
+/// examples and pipelines call).
+///
+/// # Errors
+/// As [`run_load`].
+pub fn run_to_end(rt: &tokio::runtime::Runtime, cfg: &RunConfig) -> Result<RunReport, RunError> {
+    rt.block_on(run_load(
+        cfg,
+        &ProgressBar::hidden(),
+        std::future::pending(),
+    ))
+}
+
 /// A progress bar on stderr (hidden when `quiet` or stderr is not a terminal).
 pub fn progress_bar(quiet: bool) -> ProgressBar {
     if quiet {

@@ -15,7 +15,7 @@
 //! doing whatever its timing: a concurrency cap waits in the client and counts as
 //! lateness, and a stop ends the run promptly with in-flight requests `unfinished`.
 
-use bench_native::run::{run_load, RunConfig};
+use bench_native::run::{run_load, run_to_end, RunConfig};
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use indicatif::ProgressBar;
 use std::sync::{Arc, Mutex};
@@ -156,13 +156,7 @@ fn concurrency_cap_waits_in_the_client_and_counts_as_lateness() {
     );
     cfg.max_requests = Some(20);
     cfg.max_concurrency = Some(2);
-    let rep = rt
-        .block_on(run_load(
-            &cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap();
+    let rep = run_to_end(&rt, &cfg).unwrap();
     assert_eq!((rep.rows.len(), rep.summary.completed), (20, 20));
     assert!(rep.client.client_queued >= 10, "{:?}", rep.client);
     for r in &rep.rows {
@@ -229,13 +223,7 @@ fn two_hundred_requests_per_second_on_loopback() {
         512,
     );
     cfg.horizon_s = 5.0;
-    let rep = rt
-        .block_on(run_load(
-            &cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap();
+    let rep = run_to_end(&rt, &cfg).unwrap();
     let s = &rep.summary;
     let tokens: u64 = rep
         .rows

@@ -10,7 +10,7 @@ mod common;
 use bench_native::client::{ClientError, Endpoint, EndpointConfig};
 use bench_native::fit;
 use bench_native::microbench::{self, MicrobenchConfig};
-use bench_native::run::{run_load, RunConfig, RunError, RunReport};
+use bench_native::run::{run_to_end, RunConfig, RunError, RunReport};
 use common::{free_port, installed};
 use engine::cost::CostModel;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
@@ -146,11 +146,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn run(cfg: &RunConfig) -> Result<RunReport, RunError> {
-    runtime().block_on(run_load(
-        cfg,
-        &ProgressBar::hidden(),
-        std::future::pending(),
-    ))
+    run_to_end(&runtime(), cfg)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -475,13 +471,7 @@ fn faults_become_error_rows_and_the_run_goes_on() {
     cfg.warmup_requests = 0;
     cfg.timeout = Duration::from_secs(4);
     let t = Instant::now();
-    let rep = rt
-        .block_on(run_load(
-            &cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap();
+    let rep = run_to_end(&rt, &cfg).unwrap();
     eprintln!("faults run took {:.1} s", t.elapsed().as_secs_f64());
     assert_eq!(rep.rows.len(), 12);
     let mut by_id = rep.rows.clone();
@@ -523,13 +513,7 @@ fn server_killed_mid_run_keeps_every_finished_row() {
         // kill only the server this test started, by its PID
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     });
-    let rep = rt
-        .block_on(run_load(
-            &cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap();
+    let rep = run_to_end(&rt, &cfg).unwrap();
     killer.join().unwrap();
     server.kill();
     let completed = rep.rows.iter().filter(|r| r.outcome == "completed").count();
@@ -561,25 +545,13 @@ fn clear_errors_for_unreachable_server_wrong_model_and_too_long_prompt() {
     let dir = scratch("errors");
     let rt = runtime();
     let dead = format!("http://127.0.0.1:{}", free_port());
-    let e = rt
-        .block_on(run_load(
-            &RunConfig::new(&dead, dir.join("a")),
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap_err();
+    let e = run_to_end(&rt, &RunConfig::new(&dead, dir.join("a"))).unwrap_err();
     assert!(e.to_string().contains("cannot reach the server"), "{e}");
 
     let server = Server::start(2, 1024, &dir.join("server.log"));
     let mut cfg = config(&server.url(), &dir.join("b"), 5.0, 2, 16, 8);
     cfg.endpoint.model = Some("no-such-model".into());
-    let e = rt
-        .block_on(run_load(
-            &cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap_err();
+    let e = run_to_end(&rt, &cfg).unwrap_err();
     assert!(
         matches!(e, RunError::Client(ClientError::UnknownModel { .. })),
         "{e}"
@@ -588,13 +560,7 @@ fn clear_errors_for_unreachable_server_wrong_model_and_too_long_prompt() {
 
     // 1024 KV tokens over 2 slots = 512 per sequence: refused before sending anything
     let cfg = config(&server.url(), &dir.join("c"), 5.0, 2, 600, 8);
-    let e = rt
-        .block_on(run_load(
-            &cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .unwrap_err();
+    let e = run_to_end(&rt, &cfg).unwrap_err();
     assert!(
         matches!(
             e,

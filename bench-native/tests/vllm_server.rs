@@ -9,12 +9,11 @@
 //! A missing install is a FAILURE with instructions, never a silent pass.
 
 mod common;
-use bench_native::run::{run_load, RunConfig, RunReport};
+use bench_native::run::{run_to_end, RunConfig, RunReport};
 use common::{free_port, repo_root};
 use engine::config::{KvMode, Policy};
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use engine::SimConfig;
-use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -92,17 +91,12 @@ fn scratch() -> PathBuf {
 }
 
 fn run(cfg: &RunConfig) -> RunReport {
-    tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap()
-        .block_on(run_load(
-            cfg,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))
-        .expect("run against vLLM")
+        .unwrap();
+    run_to_end(&rt, cfg).expect("run against vLLM")
 }
 
 #[test]
