@@ -9,8 +9,7 @@
 //!   largest λ with ≥ 90 % SLO attainment, lives in [`crate::analytic`] / sweeps.
 //! * Blocking = rejected / arrivals; preemptions.
 //! * Percentiles: Hyndman–Fan type 7 (numpy's default), exact up to
-//!   [`EXACT_SAMPLES`] values, to f32 precision (≤ 6e-8 relative) up to [`F32_SAMPLES`],
-//!   then an HDR histogram at 3 significant digits (≤ 0.1 %
+//!   [`EXACT_SAMPLES`] values, then an HDR histogram at 3 significant digits (≤ 0.1 %
 //!   relative error, bounded memory).
 //! * Seed aggregation: mean, population std, Student-t 95 % CI.
 
@@ -18,7 +17,7 @@ mod aggregate;
 mod quantiles;
 
 pub use aggregate::{student_t_975, Aggregate};
-pub use quantiles::{percentile_type7, Quantiles, EXACT_SAMPLES, F32_SAMPLES};
+pub use quantiles::{percentile_type7, Quantiles, EXACT_SAMPLES};
 
 use crate::record::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};

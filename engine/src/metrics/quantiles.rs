@@ -1,16 +1,10 @@
-//! Percentiles: exact (type 7) up to a bound, then to f32 precision up to a second bound,
-//! then an HDR histogram (3 significant digits).
+//! Percentiles: exact (type 7) up to a bound, then an HDR histogram (3 significant digits).
 
 use super::Dist;
 use hdrhistogram::Histogram;
 
-/// Values kept exactly (as f64) before switching to f32 precision.
+/// Values kept exactly before switching to the histogram.
 pub const EXACT_SAMPLES: usize = 1 << 20;
-
-/// Values kept to f32 precision (≤ 2⁻²⁴ ≈ 6e-8 relative) before the HDR histogram takes
-/// over: 4 bytes each, so a 10 M-request run's four latency samples fit in ≈ 130 MB
-/// without paying the histogram's per-value cost.
-pub const F32_SAMPLES: usize = 1 << 23;
 
 /// Nanoseconds per second: the histogram stores integer nanoseconds.
 const NS: f64 = 1e9;
@@ -30,25 +24,16 @@ pub fn percentile_type7(sorted: &[f64], q: f64) -> Option<f64> {
 
 /// A streaming sample of one latency [s].
 ///
-/// Three tiers, each with bounded memory:
-/// 1. up to [`EXACT_SAMPLES`] values, exactly, as integer keys ordered as
-///    `f64::total_cmp` orders the values (see [`total_order_key`]), so selection compares
-///    integers;
-/// 2. then up to [`F32_SAMPLES`] values as f32 keys (≤ 6e-8 relative);
-/// 3. then an HDR histogram (3 significant digits, ≤ 0.1 % relative).
+/// While exact, values are kept as integer keys ordered as `f64::total_cmp` orders the
+/// values (see [`total_order_key`]), so selection compares integers. Past
+/// [`EXACT_SAMPLES`] values they move into an HDR histogram.
 #[derive(Debug)]
 pub struct Quantiles {
     exact: Vec<i64>,
-    /// Pushes while `exact.len() < room` are stored exactly: the tier-1 bound while in
-    /// tier 1, 0 after (so one comparison selects the fast path).
+    /// Pushes while `exact.len() < room` are stored exactly: [`EXACT_SAMPLES`] while
+    /// exact, 0 once the histogram is used (so one comparison selects the path).
     room: usize,
-    /// Tier 2: f32 total-order keys.
-    compact: Vec<i32>,
-    /// Tier-2 bound.
-    compact_room: usize,
     hist: Option<Box<Histogram<u64>>>,
-    /// Expected number of values (sizes tier 2 when it starts).
-    hint: usize,
     n: u64,
     sum: f64,
     max: f64,
@@ -68,21 +53,13 @@ impl Quantiles {
         Quantiles::with_capacity(0)
     }
 
-    /// Room for `n` values up front (as many as the tiers keep), so pushing does not
-    /// reallocate. A hint: more or fewer values are fine.
+    /// Room for `n` exact values up front (at most [`EXACT_SAMPLES`], the most ever
+    /// kept), so pushing does not reallocate. A hint: more or fewer values are fine.
     pub fn with_capacity(n: usize) -> Quantiles {
-        Quantiles::with_tiers(n, EXACT_SAMPLES, F32_SAMPLES)
-    }
-
-    /// With explicit tier bounds (tests reach the later tiers with small ones).
-    fn with_tiers(n: usize, exact: usize, compact: usize) -> Quantiles {
         Quantiles {
-            exact: Vec::with_capacity(n.min(exact)),
-            room: exact,
-            compact: Vec::new(),
-            compact_room: compact,
+            exact: Vec::with_capacity(n.min(EXACT_SAMPLES)),
+            room: EXACT_SAMPLES,
             hist: None,
-            hint: n,
             n: 0,
             sum: 0.0,
             max: f64::NEG_INFINITY,
@@ -97,35 +74,21 @@ impl Quantiles {
         if self.exact.len() < self.room {
             self.exact.push(total_order_key(x));
         } else {
-            self.push_past_exact(x);
+            self.push_to_histogram(x);
         }
     }
 
-    /// Past tier 1: moves the exact values to f32 keys (once), and past tier 2 every key
-    /// into the histogram (once); then records `x` in the current tier.
-    #[inline(never)]
-    fn push_past_exact(&mut self, x: f64) {
+    /// Past [`EXACT_SAMPLES`]: moves the exact values into the histogram (once), then
+    /// records `x` there.
+    #[cold]
+    fn push_to_histogram(&mut self, x: f64) {
         if self.hist.is_none() {
-            if self.room > 0 {
-                let want = self.hint.clamp(self.exact.len() + 1, self.compact_room);
-                self.compact.reserve_exact(want);
-                self.compact.extend(
-                    self.exact
-                        .iter()
-                        .map(|&k| f32_key(from_total_order_key(k) as f32)),
-                );
-                self.exact = Vec::new();
-                self.room = 0;
-            }
-            if self.compact.len() < self.compact_room {
-                self.compact.push(f32_key(x as f32));
-                return;
-            }
             let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-            for &k in &self.compact {
-                record(&mut h, from_f32_key(k) as f64);
+            for &k in &self.exact {
+                record(&mut h, from_total_order_key(k));
             }
-            self.compact = Vec::new();
+            self.exact = Vec::new();
+            self.room = 0;
             self.hist = Some(Box::new(h));
         }
         if let Some(h) = &mut self.hist {
@@ -133,14 +96,9 @@ impl Quantiles {
         }
     }
 
-    /// Whether percentiles are exact (tier 1).
+    /// Whether percentiles are exact (no histogram yet).
     pub fn is_exact(&self) -> bool {
-        self.room > 0
-    }
-
-    /// Whether the HDR histogram holds the values (tier 3).
-    pub fn is_histogram(&self) -> bool {
-        self.hist.is_some()
+        self.hist.is_none()
     }
 
     pub fn len(&self) -> u64 {
@@ -153,19 +111,20 @@ impl Quantiles {
 
     /// Percentile q in [0, 1].
     pub fn quantile(&mut self, q: f64) -> Option<f64> {
-        if self.n == 0 {
-            return None;
-        }
-        if let Some(h) = &self.hist {
-            return Some(h.value_at_quantile(q) as f64 / NS);
-        }
-        // Sorting the keys sorts the values by `f64::total_cmp`.
-        if self.is_exact() {
-            self.exact.sort_unstable();
-            Some(type7_sorted(&self.exact, q, from_total_order_key))
-        } else {
-            self.compact.sort_unstable();
-            Some(type7_sorted(&self.compact, q, |k| from_f32_key(k) as f64))
+        match &self.hist {
+            Some(h) => (self.n > 0).then(|| h.value_at_quantile(q) as f64 / NS),
+            None => {
+                // Sorting the keys sorts the values by `f64::total_cmp`.
+                self.exact.sort_unstable();
+                let n = self.exact.len();
+                if n == 0 {
+                    return None;
+                }
+                let (lo, frac) = type7_rank(q, n);
+                let a = from_total_order_key(self.exact[lo]);
+                let b = from_total_order_key(self.exact[(lo + 1).min(n - 1)]);
+                Some(a + (b - a) * frac)
+            }
         }
     }
 
@@ -174,13 +133,17 @@ impl Quantiles {
         if n == 0 {
             return Dist::default();
         }
-        let v = if self.hist.is_some() {
-            DIST_QS.map(|q| self.quantile(q))
-        } else if self.is_exact() {
-            type7_by_selection(&mut self.exact, &DIST_QS, from_total_order_key).map(Some)
+        let mut v = [None; 5];
+        if self.hist.is_none() {
+            let mut keys = std::mem::take(&mut self.exact);
+            for (slot, x) in v.iter_mut().zip(type7_by_selection(&mut keys, &DIST_QS)) {
+                *slot = Some(x);
+            }
         } else {
-            type7_by_selection(&mut self.compact, &DIST_QS, |k| from_f32_key(k) as f64).map(Some)
-        };
+            for (i, q) in DIST_QS.iter().enumerate() {
+                v[i] = self.quantile(*q);
+            }
+        }
         Dist {
             n,
             mean: Some(self.sum / n as f64),
@@ -192,15 +155,6 @@ impl Quantiles {
             max: Some(self.max),
         }
     }
-}
-
-/// Type 7 percentile q of the values whose keys are `sorted` (non-empty, increasing).
-fn type7_sorted<K: Copy>(sorted: &[K], q: f64, value: impl Fn(K) -> f64) -> f64 {
-    let n = sorted.len();
-    let (lo, frac) = type7_rank(q, n);
-    let a = value(sorted[lo]);
-    let b = value(sorted[(lo + 1).min(n - 1)]);
-    a + (b - a) * frac
 }
 
 /// Type 7's lower rank `floor(q·(n−1))` and the fraction towards the next (n ≥ 1).
@@ -219,11 +173,7 @@ fn type7_rank(q: f64, n: usize) -> (usize, f64) {
 /// Each rank is selected within the part above the previous one; the upper neighbour is
 /// the minimum above the rank. (A one-pass bucketed selection was tried: at the few
 /// thousand values per run of the default grid it executed as many instructions.)
-fn type7_by_selection<K: Ord + Copy>(
-    keys: &mut [K],
-    qs: &[f64; 5],
-    value: impl Fn(K) -> f64,
-) -> [f64; 5] {
+fn type7_by_selection(keys: &mut [i64], qs: &[f64; 5]) -> [f64; 5] {
     let n = keys.len();
     let mut out = [0.0; 5];
     let mut from = 0;
@@ -233,9 +183,9 @@ fn type7_by_selection<K: Ord + Copy>(
             keys[from..].select_nth_unstable(lo - from);
             from = lo;
         }
-        let a = value(keys[lo]);
+        let a = from_total_order_key(keys[lo]);
         let b = match keys.get(lo + 1..).and_then(|up| up.iter().min()) {
-            Some(&k) => value(k),
+            Some(&k) => from_total_order_key(k),
             None => a,
         };
         *o = a + (b - a) * frac;
@@ -256,20 +206,15 @@ fn from_total_order_key(k: i64) -> f64 {
     f64::from_bits((k ^ (((k >> 63) as u64) >> 1) as i64) as u64)
 }
 
-/// An integer whose order is `f32::total_cmp`'s order of `x`; its own inverse.
-#[inline]
-fn f32_key(x: f32) -> i32 {
-    let b = x.to_bits() as i32;
-    b ^ (((b >> 31) as u32) >> 1) as i32
-}
-
-#[inline]
-fn from_f32_key(k: i32) -> f32 {
-    f32::from_bits((k ^ (((k >> 31) as u32) >> 1) as i32) as u32)
-}
-
 fn record(h: &mut Histogram<u64>, x: f64) {
-    // Histogram auto-resizes; negative or non-finite values cannot occur for latencies.
+    // Histogram auto-resizes.
+    h.record(histogram_ns(x))
+        .expect("auto-resizing histogram accepts any u64");
+}
+
+/// `x` [s] as whole nanoseconds, at least 1 (negative or NaN latencies cannot occur).
+#[inline]
+fn histogram_ns(x: f64) -> u64 {
     let y = x.max(0.0) * NS;
     // Round half away from zero, as `f64::round` (a libm call on baseline x86-64) does:
     // below 2^52 ns, y + 0.5 is exact and truncation is floor; above, y is an integer.
@@ -278,8 +223,7 @@ fn record(h: &mut Histogram<u64>, x: f64) {
     } else {
         y as u64
     };
-    h.record(v.max(1))
-        .expect("auto-resizing histogram accepts any u64");
+    v.max(1)
 }
 
 #[cfg(test)]
@@ -366,75 +310,43 @@ mod tests {
         }
     }
 
-    /// A spread of latencies from 1 ms to ~10 s.
-    fn spread(i: usize) -> f64 {
-        0.001 * (1.0 + (i as f64 * 0.618_033_988_7).fract() * 10_000.0)
-    }
-
-    fn check_tier(exact_bound: usize, f32_bound: usize, n: usize, tol: f64) -> Quantiles {
-        let mut q = Quantiles::with_tiers(n / 3, exact_bound, f32_bound);
+    #[test]
+    fn histogram_within_a_tenth_of_a_percent() {
+        let mut q = Quantiles::new();
+        let n = EXACT_SAMPLES + 10_000;
         let mut exact = Vec::with_capacity(n);
         for i in 0..n {
-            q.push(spread(i));
-            exact.push(spread(i));
+            // a spread of latencies from 1 ms to ~10 s
+            let x = 0.001 * (1.0 + (i as f64 * 0.618_033_988_7).fract() * 10_000.0);
+            q.push(x);
+            exact.push(x);
         }
+        assert!(!q.is_exact());
         exact.sort_unstable_by(f64::total_cmp);
-        for p in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+        for p in [0.5, 0.9, 0.99, 0.999] {
             let e = percentile_type7(&exact, p).unwrap();
             let a = q.quantile(p).unwrap();
-            assert!((a - e).abs() / e <= tol, "p{p}: {a} vs {e}");
+            assert!((a - e).abs() / e < 1e-3, "p{p}: {a} vs {e}");
         }
-        let mut d = Quantiles::with_tiers(0, exact_bound, f32_bound);
-        for i in 0..n {
-            d.push(spread(i));
-        }
-        let d = d.dist();
-        assert_eq!(d.n, n as u64);
-        for (got, p) in [(d.p50, 0.5), (d.p99, 0.99), (d.p999, 0.999)] {
-            let e = percentile_type7(&exact, p).unwrap();
-            assert!((got.unwrap() - e).abs() / e <= tol, "dist p{p}");
-        }
-        assert_eq!(d.max, exact.last().copied());
-        q
-    }
-
-    #[test]
-    fn each_tier_within_its_precision() {
-        // Tier 1: exact.
-        let q = check_tier(1000, 5000, 1000, 0.0);
-        assert!(q.is_exact() && !q.is_histogram());
-        // Tier 2: f32 keys, ≤ 2^-24 relative (the interpolation adds rounding).
-        let q = check_tier(1000, 5000, 4999, 1.2e-7);
-        assert!(!q.is_exact() && !q.is_histogram());
-        // Tier 3: HDR histogram, 3 significant digits.
-        let q = check_tier(1000, 5000, 7000, 1e-3);
-        assert!(q.is_histogram());
     }
 
     #[test]
     fn histogram_rounding_is_half_away_from_zero() {
-        for (x, want) in [
-            (0.0, 1),
-            (1e-10, 1),
-            (2.5e-9, 3),
-            (3.5e-9, 4),
-            (1.234_567_89, 1_234_567_890),
-            (5e6, 5_000_000_000_000_000),
-        ] {
-            let mut h = Histogram::<u64>::new(3).unwrap();
-            record(&mut h, x);
-            let v = (x * NS).round().max(1.0) as u64;
-            assert_eq!(v, want);
-            assert!(h.equivalent(h.max(), v), "{x}");
+        let mut xs = vec![
+            0.0,
+            1e-10,
+            4.9e-10,
+            5e-10,
+            2.5e-9,
+            3.5e-9,
+            1.234_567_89,
+            5e6,
+            1e7,
+        ];
+        xs.extend((0..10_000).map(|i| (i as f64 + 0.5) * 1e-9));
+        xs.extend((0..10_000).map(|i| 1e-3 * (1.0 + (i as f64 * 0.618_034).fract())));
+        for x in xs {
+            assert_eq!(histogram_ns(x), (x * NS).round().max(1.0) as u64, "{x}");
         }
-    }
-
-    #[test]
-    fn default_tiers_switch_to_f32_past_the_exact_bound() {
-        let mut q = Quantiles::new();
-        for i in 0..EXACT_SAMPLES + 1 {
-            q.push(spread(i));
-        }
-        assert!(!q.is_exact() && !q.is_histogram());
     }
 }
