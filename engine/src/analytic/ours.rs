@@ -35,9 +35,10 @@
 //!    the queue nearer the KV limit, as the diffusion does. Departures are read with the
 //!    real D(n).
 //! 5. **TTFT**: an accepted arrival finding n < B waits the residual of the current
-//!    iteration (length-biased), its prefill `prefill(n+1, P)` (P from the accepted prompt
-//!    distribution given n) and, in reference mode, its first decode plus any prefill of a
-//!    request joining in between; finding n ≥ B it waits for `n − B + 1` departures, a gamma
+//!    iteration (length-biased: a prefill iteration's over the prompt distribution), its
+//!    prefill `prefill(n+1, P)` (P from the accepted prompt distribution given n) and, in
+//!    reference mode, its first decode plus the prefills of requests joining in between
+//!    (Poisson: one, with the joiner's prompt in four groups of its distribution, or two); finding n ≥ B it waits for `n − B + 1` departures, a gamma
 //!    with the exact residual of the first departure (B = 1) or the minimum of B equilibrium
 //!    residuals (B > 1, two moments from the length atoms) and the service-time variance
 //!    (length variance) for the rest. The departures' time scale is state-dependent: the
@@ -58,8 +59,10 @@
 //! little as queueing states are then rare. Known limits (reference grid): in KV-limited
 //! overload at B = 1 the accepted requests are smaller than the product-form composition
 //! says (blocking +1.1–1.5 points, goodput −2–3 %); with B > 1 and no queue, the residual
-//! of a prefill iteration in progress is taken as uniform over its mean, so p99 TTFT is
-//! low by up to 25 % where other joiners' prefills dominate the tail (B = 8, λ ≥ 2).
+//! of the iteration in progress is uniform (over twice its length-biased mean) and a
+//! second joiner adds the mean prefill, so p99 TTFT is still low by 13–19 % where other
+//! joiners' prefills dominate the tail (B = 8, λ ≥ 2, against 200-seed simulations); with
+//! B = 4 and K = 2048 (λ ≥ 2) it is high by 34–39 %.
 //!
 //! # Cost
 //! The KV convolution (n-fold, ≤ 129-unit grid) is rebuilt only while the waiting share
@@ -167,8 +170,17 @@ struct StartState {
     res_mean: f64,
     /// Probability that another joiner's prefill delays the first token, and by how much [s].
     q: f64,
+    /// Probability that two joiners' prefills delay it (included in `q`).
+    q2: f64,
     delta: f64,
+    /// The joiner's delay by prompt group: (probability, delay [s]), mean `delta`.
+    joiners: [(f64, f64); JOINER_GROUPS],
 }
+
+/// Groups of the joiner's prompt distribution (cumulative shares below): a joiner's
+/// prefill is as random as its prompt, and its large prompts set the TTFT tail.
+const JOINER_GROUPS: usize = 4;
+const JOINER_CUTS: [f64; JOINER_GROUPS] = [0.5, 0.8, 0.95, 1.0];
 
 impl Ours {
     /// # Errors
@@ -316,6 +328,42 @@ impl Ours {
             };
             (pf, st)
         };
+        // A joiner's stall of the batch it joins (b) for a prompt of `tokens`, as `cost_row`.
+        let stall_of = |b: u32, tokens: f64| -> f64 {
+            let pf = self.prefill_iter(b, tokens);
+            match cfg.server.policy {
+                Policy::Chunked | Policy::LlamaCpp => {
+                    (pf - dec[(b as usize).saturating_sub(1).max(1)]).max(0.0)
+                }
+                _ => pf,
+            }
+        };
+        // An arrival that lands in a prefill iteration lands in a long one more often: the
+        // iteration's residual has mean E[X²]/(2E[X]), X the prefill over the prompts;
+        // `pf_bias[n]` = E[X²]/E[X]² at batch n.
+        let pbin_w: Vec<f64> = {
+            let mut w = vec![0.0; n_pbins];
+            for a in &self.atoms {
+                w[a.prompt_bin] += a.w;
+            }
+            w
+        };
+        let pf_bias: Vec<f64> = (0..=b_hi)
+            .map(|b| {
+                let (mut m1, mut m2, mut wt) = (0.0, 0.0, 0.0);
+                for (w, r) in pbin_w.iter().zip(&pbin_range) {
+                    let x = self.prefill_iter(b, r.2);
+                    m1 += w * x;
+                    m2 += w * x * x;
+                    wt += w;
+                }
+                if m1 > 0.0 {
+                    m2 * wt / (m1 * m1)
+                } else {
+                    1.0
+                }
+            })
+            .collect();
         // Fixed point over accepted means, waits and acceptance.
         let mut acc_p = m.prompt.0;
         let mut acc_o = m.output.0;
@@ -699,23 +747,43 @@ impl Ours {
                     let res_mean = if n == 0 {
                         0.0
                     } else {
-                        (1.0 - sigma) * dec[n] / 2.0 + sigma * pf_new[n] / 2.0
+                        (1.0 - sigma) * dec[n] / 2.0 + sigma * pf_new[n] * pf_bias[n] / 2.0
                     };
                     let pf_mean = s.pf_start;
-                    let (q, delta) = if after_decode && (b as u32) < b_cap {
+                    let (q, q2, delta) = if after_decode && (b as u32) < b_cap {
                         let rate = lambda * states.get(n + 1).map_or(0.0, |t| t.accept);
-                        (1.0 - libm::exp(-rate * (res_mean + pf_mean)), st_new[b + 1])
+                        let delta = st_new[b + 1];
+                        // Joiners before the first decode: Poisson over the wait, which a
+                        // first joiner lengthens by its prefill.
+                        let mu = rate * (res_mean + pf_mean);
+                        let mu2 = rate * (res_mean + pf_mean + delta);
+                        let q2 = if (b as u32) + 1 < b_cap {
+                            1.0 - libm::exp(-mu2) * (1.0 + mu2)
+                        } else {
+                            0.0
+                        };
+                        let q = 1.0 - libm::exp(-mu);
+                        (q, q2.min(q), delta)
                     } else {
-                        (0.0, 0.0)
+                        (0.0, 0.0, 0.0)
                     };
-                    mean_ttft += w_state * (res_mean + pf_mean + dec_b + q * delta);
+                    let joiners = if q > 0.0 {
+                        joiner_groups(&states[n + 1].prompt_bins, &pbin_range, delta, |p| {
+                            stall_of(b as u32 + 1, p)
+                        })
+                    } else {
+                        [(0.0, 0.0); JOINER_GROUPS]
+                    };
+                    mean_ttft += w_state * (res_mean + pf_mean + dec_b + (q + q2) * delta);
                     starts.push(StartState {
                         n,
                         x: *x,
                         dec: dec_b,
                         res_mean,
                         q,
+                        q2,
                         delta,
+                        joiners,
                     });
                 } else {
                     let mdep = (nb - b_cap + 1) as f64;
@@ -798,12 +866,24 @@ impl Ours {
                         w2: t_hi - t_lo,
                     });
                     if st.q > 0.0 {
-                        comps.push(Comp::Uniform {
-                            w: st.x * wb * st.q,
-                            base: t_lo + st.delta,
-                            w1: 2.0 * st.res_mean,
-                            w2: t_hi - t_lo,
-                        });
+                        for &(gw, d) in &st.joiners {
+                            if gw > 0.0 {
+                                comps.push(Comp::Uniform {
+                                    w: st.x * wb * (st.q - st.q2) * gw,
+                                    base: t_lo + d,
+                                    w1: 2.0 * st.res_mean,
+                                    w2: t_hi - t_lo,
+                                });
+                            }
+                        }
+                        if st.q2 > 0.0 {
+                            comps.push(Comp::Uniform {
+                                w: st.x * wb * st.q2,
+                                base: t_lo + 2.0 * st.delta,
+                                w1: 2.0 * st.res_mean,
+                                w2: t_hi - t_lo,
+                            });
+                        }
                     }
                 }
             }
@@ -865,6 +945,47 @@ impl Ours {
             }),
         }
     }
+}
+
+/// The joiner's delay split by its prompt: the accepted prompt bins `bins` (weights) cut
+/// into [`JOINER_CUTS`] shares, each group's delay `stall(mean prompt of the group)`,
+/// scaled so the groups' mean delay is `mean` (the mean TTFT is unchanged). Groups as
+/// (probability, delay [s]).
+fn joiner_groups(
+    bins: &[f64],
+    ranges: &[(f64, f64, f64)],
+    mean: f64,
+    stall: impl Fn(f64) -> f64,
+) -> [(f64, f64); JOINER_GROUPS] {
+    let total: f64 = bins.iter().sum();
+    let mut out = [(0.0, 0.0); JOINER_GROUPS];
+    if total <= 0.0 {
+        out[0] = (1.0, mean);
+        return out;
+    }
+    // Each bin joins the group its cumulative midpoint falls in.
+    let (mut g, mut cum) = (0, 0.0);
+    let mut tok = [0.0; JOINER_GROUPS];
+    for (&w, r) in bins.iter().zip(ranges) {
+        let share = w / total;
+        while g + 1 < JOINER_GROUPS && cum + share / 2.0 >= JOINER_CUTS[g] {
+            g += 1;
+        }
+        out[g].0 += share;
+        tok[g] += share * r.2;
+        cum += share;
+    }
+    let mut avg = 0.0;
+    for (o, t) in out.iter_mut().zip(tok) {
+        if o.0 > 0.0 {
+            o.1 = stall(t / o.0);
+            avg += o.0 * o.1;
+        }
+    }
+    if avg > 0.0 {
+        out.iter_mut().for_each(|o| o.1 *= mean / avg);
+    }
+    out
 }
 
 /// Time spent in each state over `[0, T]`, `X_n = ∫₀ᵀ p_n(t) dt` [s], for the birth–death
@@ -1591,6 +1712,40 @@ fn uniform_sum_cdf_pdf(y: f64, a: f64, b: f64) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joiner_groups_split_the_prompt_distribution_and_keep_the_mean() {
+        // 10 equal bins of prompts 100, 200, … 1000; stall linear in the prompt.
+        let bins = vec![0.1; 10];
+        let ranges: Vec<(f64, f64, f64)> = (1..=10)
+            .map(|i| {
+                (
+                    i as f64 * 100.0 - 50.0,
+                    i as f64 * 100.0 + 50.0,
+                    i as f64 * 100.0,
+                )
+            })
+            .collect();
+        let stall = |p: f64| 0.004 + 8e-5 * p;
+        let mean = stall(550.0);
+        let g = joiner_groups(&bins, &ranges, mean, stall);
+        let total: f64 = g.iter().map(|x| x.0).sum();
+        assert!((total - 1.0).abs() < 1e-12);
+        // Shares by the bins' midpoints: 50 %, 30 %, 10 %, 10 %.
+        for (got, want) in g.iter().zip([0.5, 0.3, 0.1, 0.1]) {
+            assert!((got.0 - want).abs() < 1e-9, "{g:?}");
+        }
+        let avg: f64 = g.iter().map(|x| x.0 * x.1).sum();
+        assert!((avg - mean).abs() < 1e-12 * mean);
+        assert!(g.windows(2).all(|w| w[0].1 < w[1].1), "{g:?}");
+        // The top group holds the 1000-token prompts' stall.
+        assert!((g[3].1 - stall(1000.0)).abs() < 1e-9);
+        // No accepted joiner: all the mean in one group.
+        assert_eq!(
+            joiner_groups(&[0.0; 3], &ranges[..3], mean, stall)[0],
+            (1.0, mean)
+        );
+    }
 
     /// Uniformisation, exactly: `∫₀ᵀ p dt = Σ_k P^k p_0 · P(N_{ΛT} > k)/Λ`, N Poisson.
     fn uniformised(births: &[f64], deaths: &[f64], horizon: f64) -> Vec<f64> {
