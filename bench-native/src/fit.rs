@@ -8,6 +8,14 @@
 //!   only when the decode points were taken at two or more contexts per stream (e.g. a
 //!   second decode curve with long prompts); with one context per stream it is not
 //!   identifiable and stays 0. The table keeps, per stream count, the lowest-context point.
+//!   `βattn` (per query–key pair of a prompt chunk, [`engine::cost::LinearCost`]) is fitted
+//!   from the microbenchmark's mixed iterations (decodes + a prompt chunk) when at least
+//!   two of them have charged pairs; the pairs count only chunks shorter than the tile of
+//!   the server's attention kernel (`attn_tile`: 64 for llama.cpp, whose CPU flash
+//!   attention is tiled from 64 query rows up, see [`LLAMA_CPP_ATTN_TILE`]; 0 = every
+//!   chunk for other servers). Mixed rows are weighted so that each probe (stream count)
+//!   counts like four points. `βmix` (per mixed iteration) is fitted whenever there are two
+//!   or more mixed points.
 //!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
 //! "source", "residuals"}`, plus `<stem>.table.json` and `<stem>.linear.json`, each a bare
@@ -67,8 +75,14 @@ pub struct Fit {
     pub residuals: Vec<(String, f64, f64, f64)>,
 }
 
-/// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens.
-const COLS: usize = 4;
+/// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens,
+/// charged query–key pairs of prompt chunks, mixed iteration (decodes + a prompt chunk).
+const COLS: usize = 6;
+
+/// llama.cpp's CPU flash attention takes its tiled kernel from this many query rows of a
+/// sequence in a micro-batch up (ggml-cpu `GGML_FA_TILE_Q`), and the row-by-row kernel of
+/// the decodes below [tokens].
+pub const LLAMA_CPP_ATTN_TILE: u32 = 64;
 
 /// Solves the weighted least squares `min Σ w²(xβ − y)²` over the columns in `free`
 /// (others fixed at 0) by the normal equations (Gaussian elimination, partial pivoting).
@@ -197,39 +211,100 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         .validate()
         .map_err(|e| FitError::Invalid(e.to_string()))?;
 
-    let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
-    rows.extend(
-        prefill
+    // Pairs are counted as the engine counts them (tile from the server kind).
+    let attn_tile = match mb.metadata.get("server_kind").and_then(|v| v.as_str()) {
+        Some("llama_cpp") => LLAMA_CPP_ATTN_TILE,
+        _ => 0,
+    };
+    let pairs_model = LinearCost {
+        beta_attn: 1.0,
+        attn_tile,
+        ..LinearCost::default()
+    };
+    let pairs = |prefix: u64, chunk: u32| pairs_model.attn_pairs(prefix, chunk) as f64;
+    // (streams, chunk, prefix, context over the iteration's sequences, step [s], weight)
+    let mixed: Vec<(f64, u32, u64, f64, f64, f64)> = {
+        let m: Vec<_> = mb
+            .mixed
             .iter()
-            .map(|&(t, y)| ([1.0, t, 0.0, 0.0], y, 1.0 / y)),
-    );
+            .filter(|p| p.step_s.is_finite() && p.step_s > 0.0 && p.chunk_tokens > 0)
+            .collect();
+        m.iter()
+            .map(|p| {
+                let per_probe = m.iter().filter(|q| q.streams == p.streams).count() as f64;
+                (
+                    p.streams as f64,
+                    p.chunk_tokens,
+                    p.prefix_tokens,
+                    // the engine's context_tokens: every running sequence's KV, the
+                    // prefilling one's prefix included
+                    p.context_tokens.max(0.0) + p.prefix_tokens as f64,
+                    p.step_s,
+                    (4.0 / per_probe).sqrt(),
+                )
+            })
+            .collect()
+    };
+    let with_attn = mixed
+        .iter()
+        .filter(|m| pairs(m.2, m.1) > 0.0)
+        .count()
+        >= 2;
+    let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
+    // A lone prompt under a budget is a run of chunk iterations: its latency is the sum
+    // of their costs, still linear in the coefficients.
+    let lone = |t: f64| -> [f64; COLS] {
+        let mut x = [0.0; COLS];
+        for (c, p) in crate::microbench::mixed_chunks(t as u32, 0, mb.budget) {
+            let it = [1.0, c as f64, 0.0, p as f64, pairs(p, c), 0.0];
+            for (a, b) in x.iter_mut().zip(it) {
+                *a += b;
+            }
+        }
+        if !with_context {
+            x[3] = 0.0;
+        }
+        x
+    };
+    rows.extend(prefill.iter().map(|&(t, y)| (lone(t), y, 1.0 / y)));
     if with_context {
         rows.extend(
             decode_ctx
                 .iter()
-                .map(|&(n, c, y)| ([1.0, 0.0, n, c], y, 1.0 / y)),
+                .map(|&(n, c, y)| ([1.0, 0.0, n, c, 0.0, 0.0], y, 1.0 / y)),
         );
     } else {
         rows.extend(
             decode
                 .iter()
-                .map(|&(n, y)| ([1.0, 0.0, n, 0.0], y, 1.0 / y)),
+                .map(|&(n, y)| ([1.0, 0.0, n, 0.0, 0.0, 0.0], y, 1.0 / y)),
         );
     }
-    let k = if with_context { 4 } else { 3 };
+    rows.extend(mixed.iter().map(|&(n, c, p, ctx, y, w)| {
+        let ctx = if with_context { ctx } else { 0.0 };
+        ([1.0, c as f64, n, ctx, pairs(p, c), 1.0], y, w / y)
+    }));
+    let with_mixed = mixed.len() >= 2;
+    let k = 3 + with_context as usize + with_attn as usize + with_mixed as usize;
     if rows.len() < k {
         return Err(FitError::TooFew(format!(
             "{} points for {k} coefficients",
             rows.len()
         )));
     }
-    let b = nonneg_fit(&rows, [true, true, true, with_context])
+    let b = nonneg_fit(
+        &rows,
+        [true, true, true, with_context, with_attn, with_mixed],
+    )
         .ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
     let linear = CostModel::Linear(LinearCost {
         beta0: b[0],
         beta_prefill: b[1],
         beta_decode: b[2],
         beta_kv: b[3],
+        beta_attn: b[4],
+        attn_tile: if b[4] > 0.0 { attn_tile } else { 0 },
+        beta_mixed: b[5],
     });
     linear
         .validate()
@@ -237,12 +312,19 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     let mut residuals = Vec::new();
     let mut sq = 0.0;
     for &(t, y) in &prefill {
-        let m = linear.iteration(&BatchShape {
-            running: 1,
-            prefill_tokens: t as u64,
-            prefill_seqs: 1,
-            ..BatchShape::default()
-        });
+        let m: f64 = crate::microbench::mixed_chunks(t as u32, 0, mb.budget)
+            .into_iter()
+            .map(|(c, p)| {
+                linear.iteration(&BatchShape {
+                    running: 1,
+                    prefill_tokens: c as u64,
+                    prefill_seqs: 1,
+                    context_tokens: p,
+                    prefill_attn: linear.prefill_attn(p, c),
+                    ..BatchShape::default()
+                })
+            })
+            .sum();
         sq += ((m - y) / y).powi(2);
         residuals.push(("prefill_tokens".to_string(), t, y, m));
     }
@@ -258,6 +340,18 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             sq += ((m - y) / y).powi(2);
             residuals.push(("decode_streams".to_string(), n, y, m));
         }
+    }
+    for &(n, c, p, ctx, y, _) in &mixed {
+        let m = linear.iteration(&BatchShape {
+            running: n as u32 + 1,
+            prefill_tokens: c as u64,
+            prefill_seqs: 1,
+            decode_seqs: n as u32,
+            context_tokens: if with_context { ctx.round() as u64 } else { 0 },
+            prefill_attn: linear.prefill_attn(p, c),
+        });
+        sq += ((m - y) / y).powi(2);
+        residuals.push((format!("mixed_{n}_streams_{c}_chunk_at_prefix"), p as f64, y, m));
     }
     Ok(Fit {
         table,
@@ -320,10 +414,14 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
     let files = write(&f, &args.input, &args.out)?;
     if let CostModel::Linear(l) = &f.linear {
         println!(
-            "linear: beta0 {:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq (relative RMS error {:.1} %)",
+            "linear: beta0 {:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq + {:.3e} ms/context token + {:.3e} ms/query-key pair of chunks < {} tokens + {:.3} ms/mixed iteration (relative RMS error {:.1} %)",
             l.beta0 * 1e3,
             l.beta_prefill * 1e3,
             l.beta_decode * 1e3,
+            l.beta_kv * 1e3,
+            l.beta_attn * 1e3,
+            l.attn_tile,
+            l.beta_mixed * 1e3,
             f.linear_rel_rms * 100.0
         );
     }
@@ -355,6 +453,8 @@ mod tests {
         MicrobenchResult {
             prefill: [32, 128, 512].map(pre).to_vec(),
             decode: [1, 2, 4, 8].map(dec).to_vec(),
+            mixed: vec![],
+            budget: None,
             metadata: serde_json::Value::Null,
         }
     }
