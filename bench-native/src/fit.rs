@@ -245,11 +245,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             })
             .collect()
     };
-    let with_attn = mixed
-        .iter()
-        .filter(|m| pairs(m.2, m.1) > 0.0)
-        .count()
-        >= 2;
+    let with_attn = mixed.iter().filter(|m| pairs(m.2, m.1) > 0.0).count() >= 2;
     let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
     // A lone prompt under a budget is a run of chunk iterations: its latency is the sum
     // of their costs, still linear in the coefficients.
@@ -296,7 +292,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         &rows,
         [true, true, true, with_context, with_attn, with_mixed],
     )
-        .ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
+    .ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
     let linear = CostModel::Linear(LinearCost {
         beta0: b[0],
         beta_prefill: b[1],
@@ -351,7 +347,12 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             prefill_attn: linear.prefill_attn(p, c),
         });
         sq += ((m - y) / y).powi(2);
-        residuals.push((format!("mixed_{n}_streams_{c}_chunk_at_prefix"), p as f64, y, m));
+        residuals.push((
+            format!("mixed_{n}_streams_{c}_chunk_at_prefix"),
+            p as f64,
+            y,
+            m,
+        ));
     }
     Ok(Fit {
         table,
@@ -524,5 +525,98 @@ mod tests {
         }
         let f = fit(&m, false).unwrap();
         f.linear.validate().unwrap();
+    }
+
+    /// A known model with βattn (chunks < 64) and βmix generates the prefill curve of a
+    /// `-b 32` server, two decode curves and the mixed probe; the fit recovers it.
+    #[test]
+    fn mixed_probe_identifies_attention_and_mixed_coefficients() {
+        use crate::microbench::{mixed_chunks, MixedPoint};
+        let truth = LinearCost {
+            beta0: 0.004,
+            beta_prefill: 9e-4,
+            beta_decode: 2e-3,
+            beta_kv: 6e-6,
+            beta_attn: 4e-6,
+            attn_tile: LLAMA_CPP_ATTN_TILE,
+            beta_mixed: 0.007,
+        };
+        let model = CostModel::Linear(truth);
+        let shape = |k: u32, c: u32, p: u64, ctx: f64| BatchShape {
+            running: k + 1,
+            prefill_tokens: c as u64,
+            prefill_seqs: (c > 0) as u32,
+            decode_seqs: k,
+            context_tokens: ctx.round() as u64 + p,
+            prefill_attn: model.prefill_attn(p, c),
+        };
+        let mut m = mb();
+        m.budget = Some(32);
+        m.metadata = json!({"server_kind": "llama_cpp"});
+        for p in &mut m.prefill {
+            p.latency_s = mixed_chunks(p.prompt_tokens, 0, Some(32))
+                .into_iter()
+                .map(|(c, q)| model.iteration(&shape(0, c, q, 0.0)))
+                .sum();
+        }
+        m.decode.clear();
+        for (n, per) in [1, 2, 4, 8]
+            .into_iter()
+            .flat_map(|n| [(n, 48.0), (n, 480.0)])
+        {
+            m.decode.push(DecodePoint {
+                streams: n,
+                step_s: model.iteration(&shape(n, 0, 0, n as f64 * per)),
+                step_p50_s: 0.0,
+                gaps: 10,
+                context_tokens: n as f64 * per,
+            });
+        }
+        for k in [1, 2, 4] {
+            for (i, (c, p)) in mixed_chunks(512, k, Some(32)).into_iter().enumerate() {
+                let ctx = k as f64 * (16.0 + 20.0 + i as f64);
+                m.mixed.push(MixedPoint {
+                    streams: k,
+                    chunk_tokens: c,
+                    prefix_tokens: p,
+                    context_tokens: ctx,
+                    step_s: model.iteration(&shape(k, c, p, ctx)),
+                    gaps: 2 * k as usize,
+                });
+            }
+        }
+        let f = fit(&m, false).unwrap();
+        let CostModel::Linear(l) = f.linear else {
+            panic!()
+        };
+        assert!(f.linear_rel_rms < 1e-9, "{l:?} {}", f.linear_rel_rms);
+        assert_eq!(l.attn_tile, LLAMA_CPP_ATTN_TILE);
+        for (got, want) in [
+            (l.beta0, truth.beta0),
+            (l.beta_prefill, truth.beta_prefill),
+            (l.beta_decode, truth.beta_decode),
+            (l.beta_kv, truth.beta_kv),
+            (l.beta_attn, truth.beta_attn),
+            (l.beta_mixed, truth.beta_mixed),
+        ] {
+            assert!((got - want).abs() <= 1e-9 * want.max(1e-3), "{l:?}");
+        }
+        // without the probe: no βattn, no βmix (the model before the probe existed)
+        m.mixed.clear();
+        let CostModel::Linear(l) = fit(&m, false).unwrap().linear else {
+            panic!()
+        };
+        assert_eq!((l.beta_attn, l.attn_tile, l.beta_mixed), (0.0, 0, 0.0));
+    }
+
+    #[test]
+    fn microbench_files_without_the_mixed_probe_still_read() {
+        let mut v = json!(mb());
+        let o = v.as_object_mut().unwrap();
+        o.remove("mixed");
+        o.remove("budget");
+        let back: MicrobenchResult = serde_json::from_value(v).unwrap();
+        assert!(back.mixed.is_empty() && back.budget.is_none());
+        fit(&back, false).unwrap();
     }
 }

@@ -394,9 +394,9 @@ async fn mixed_probe(
         }
         let ts = &r.token_chunk_s;
         // the stream's token of the iteration that gave the prompt its first token
-        let Some(m) = (0..ts.len()).min_by(|&a, &b| {
-            (ts[a] - first).abs().total_cmp(&(ts[b] - first).abs())
-        }) else {
+        let Some(m) =
+            (0..ts.len()).min_by(|&a, &b| (ts[a] - first).abs().total_cmp(&(ts[b] - first).abs()))
+        else {
             continue;
         };
         let last_gap = if m > 0 { ts[m] - ts[m - 1] } else { 0.0 };
@@ -462,7 +462,10 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
     }
     for m in &result.mixed {
         w.write_record([
-            format!("mixed_{}_streams_{}_token_chunk_at_prefix", m.streams, m.chunk_tokens),
+            format!(
+                "mixed_{}_streams_{}_token_chunk_at_prefix",
+                m.streams, m.chunk_tokens
+            ),
             m.prefix_tokens.to_string(),
             m.step_s.to_string(),
             String::new(),

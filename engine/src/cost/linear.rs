@@ -100,3 +100,110 @@ impl LinearCost {
         c * prefix + c * (c + 1) / 2
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SimConfig;
+    use crate::cost::CostModel;
+    use crate::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+
+    #[test]
+    fn old_configs_parse_with_the_new_terms_off() {
+        let c: CostModel = serde_json::from_str(
+            r#"{"kind": "linear", "beta0": 0.005, "beta_prefill": 0.0009, "beta_decode": 0.002}"#,
+        )
+        .unwrap();
+        let CostModel::Linear(l) = &c else { panic!() };
+        assert_eq!((l.beta_attn, l.attn_tile, l.beta_mixed), (0.0, 0, 0.0));
+        assert_eq!(c.prefill_attn(448, 30), 0);
+    }
+
+    #[test]
+    fn attention_pairs_and_mixed_iterations_are_charged() {
+        let c = LinearCost {
+            beta0: 0.005,
+            beta_prefill: 1e-3,
+            beta_decode: 2e-3,
+            beta_kv: 0.0,
+            beta_attn: 4e-6,
+            attn_tile: 64,
+            beta_mixed: 0.007,
+        };
+        c.validate().unwrap();
+        // causal pairs: 30 queries after 448 tokens see 448 + 1 … 448 + 30 keys
+        assert_eq!(
+            c.attn_pairs(448, 30),
+            (1..=30).map(|i| 448 + i).sum::<u64>()
+        );
+        assert_eq!(c.attn_pairs(448, 64), 0);
+        let untiled = LinearCost { attn_tile: 0, ..c };
+        assert_eq!(untiled.attn_pairs(0, 512), 512 * 513 / 2);
+        let s = BatchShape {
+            running: 3,
+            prefill_tokens: 30,
+            prefill_seqs: 1,
+            decode_seqs: 2,
+            context_tokens: 0,
+            prefill_attn: c.attn_pairs(448, 30),
+        };
+        let want = 0.005 + 0.030 + 0.004 + 4e-6 * s.prefill_attn as f64 + 0.007;
+        assert!((c.iteration(&s) - want).abs() < 1e-12);
+        // no βmix without decodes, nor without prompt tokens
+        let lone = BatchShape {
+            decode_seqs: 0,
+            ..s
+        };
+        assert!((c.iteration(&lone) - (want - 0.004 - 0.007)).abs() < 1e-12);
+        let decode = BatchShape {
+            prefill_tokens: 0,
+            prefill_seqs: 0,
+            prefill_attn: 0,
+            ..s
+        };
+        assert!((c.iteration(&decode) - 0.009).abs() < 1e-12);
+    }
+
+    /// The event loop passes each chunk's prefix: a lone 512-token prompt under a 32-token
+    /// budget takes 16 iterations, and βattn adds exactly βattn × Σ pairs to its TTFT.
+    #[test]
+    fn the_simulator_charges_chunk_attention_by_prefix() {
+        let ttft = |beta_attn: f64| {
+            let mut cfg = SimConfig::llama_cpp(1.0, 1, 1024, 32);
+            cfg.workload = Workload {
+                arrivals: ArrivalProcess::Trace {
+                    requests: vec![TraceRequest {
+                        arrival: 0.0,
+                        prompt: 512,
+                        output: 2,
+                        class: 0,
+                    }],
+                },
+                lengths: LengthDist::Fixed {
+                    prompt: 1,
+                    output: 1,
+                },
+                max_model_len: None,
+            };
+            cfg.cost = CostModel::Linear(LinearCost {
+                beta0: 0.005,
+                beta_prefill: 1e-3,
+                beta_decode: 2e-3,
+                beta_attn,
+                attn_tile: 64,
+                ..LinearCost::default()
+            });
+            cfg.keep_records = true;
+            let rep = crate::sim::simulate(&cfg).unwrap();
+            rep.records[0].ttft().unwrap()
+        };
+        let pairs: u64 = (0..16u64).map(|i| 32 * (32 * i) + 32 * 33 / 2).sum();
+        assert_eq!(pairs, 512 * 513 / 2);
+        let (base, with) = (ttft(0.0), ttft(4e-6));
+        assert!((base - (16.0 * 0.005 + 0.512)).abs() < 1e-9, "{base}");
+        assert!(
+            (with - base - 4e-6 * pairs as f64).abs() < 1e-9,
+            "{with} {base}"
+        );
+    }
+}
