@@ -313,7 +313,7 @@ fn ms(x: f64) -> String {
 fn describe(c: &CostModel) -> String {
     match c {
         CostModel::Linear(l) => format!(
-            "linear: {:.2} ms + {:.4} ms/prefill token + {:.2} ms/decode seq + {:.2e} ms/context token + {:.2e} ms/query-key pair of chunks < {} tokens + {:.2} ms/mixed iteration",
+            "linear: {:.2} ms + {:.4} ms/prefill token + {:.2} ms/decode seq + {:.2e} ms/context token + {:.2e} ms/query-key pair of chunks < {} tokens + {:.4} ms/prompt token beside decodes",
             l.beta0 * 1e3,
             l.beta_prefill * 1e3,
             l.beta_decode * 1e3,

@@ -14,8 +14,8 @@
 //!   the server's attention kernel (`attn_tile`: 64 for llama.cpp, whose CPU flash
 //!   attention is tiled from 64 query rows up, see [`LLAMA_CPP_ATTN_TILE`]; 0 = every
 //!   chunk for other servers). Mixed rows are weighted so that each probe (stream count)
-//!   counts like four points. `βmix` (per mixed iteration) is fitted whenever there are two
-//!   or more mixed points.
+//!   counts like four points. `βmix` (per prompt token of an iteration that also decodes)
+//!   is fitted whenever there are two or more mixed points.
 //!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
 //! "source", "residuals"}`, plus `<stem>.table.json` and `<stem>.linear.json`, each a bare
@@ -76,7 +76,7 @@ pub struct Fit {
 }
 
 /// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens,
-/// charged query–key pairs of prompt chunks, mixed iteration (decodes + a prompt chunk).
+/// charged query–key pairs of prompt chunks, prompt tokens of iterations that also decode.
 const COLS: usize = 6;
 
 /// llama.cpp's CPU flash attention takes its tiled kernel from this many query rows of a
@@ -278,7 +278,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     }
     rows.extend(mixed.iter().map(|&(n, c, p, ctx, y, w)| {
         let ctx = if with_context { ctx } else { 0.0 };
-        ([1.0, c as f64, n, ctx, pairs(p, c), 1.0], y, w / y)
+        ([1.0, c as f64, n, ctx, pairs(p, c), c as f64], y, w / y)
     }));
     let with_mixed = mixed.len() >= 2;
     let k = 3 + with_context as usize + with_attn as usize + with_mixed as usize;
@@ -415,7 +415,7 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
     let files = write(&f, &args.input, &args.out)?;
     if let CostModel::Linear(l) = &f.linear {
         println!(
-            "linear: beta0 {:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq + {:.3e} ms/context token + {:.3e} ms/query-key pair of chunks < {} tokens + {:.3} ms/mixed iteration (relative RMS error {:.1} %)",
+            "linear: beta0 {:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq + {:.3e} ms/context token + {:.3e} ms/query-key pair of chunks < {} tokens + {:.4} ms/prompt token beside decodes (relative RMS error {:.1} %)",
             l.beta0 * 1e3,
             l.beta_prefill * 1e3,
             l.beta_decode * 1e3,
@@ -539,7 +539,7 @@ mod tests {
             beta_kv: 6e-6,
             beta_attn: 4e-6,
             attn_tile: LLAMA_CPP_ATTN_TILE,
-            beta_mixed: 0.007,
+            beta_mixed: 3e-4,
         };
         let model = CostModel::Linear(truth);
         let shape = |k: u32, c: u32, p: u64, ctx: f64| BatchShape {

@@ -42,7 +42,7 @@ pub enum CostModel {
     /// The reference study's formula.
     Reference(ReferenceCost),
     /// `β0 + βp·prefill_tokens + βd·decode_seqs + βkv·context_tokens + βattn·prefill_attn
-    /// + βmix·[mixed]`.
+    /// + βmix·prefill_tokens·[decode_seqs > 0]`.
     Linear(LinearCost),
     /// Interpolated measured decode step and prefill latencies.
     Table(TableCost),

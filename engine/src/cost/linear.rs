@@ -2,7 +2,7 @@
 //!
 //! # Formula
 //! `t = β0 + βp·prefill_tokens + βd·decode_seqs + βkv·context_tokens + βattn·prefill_attn`
-//! `+ βmix·[prefill_seqs > 0 and decode_seqs > 0]` [s], where `prefill_attn` counts the query–key pairs of the prompt chunks that
+//! `+ βmix·prefill_tokens·[decode_seqs > 0]` [s], where `prefill_attn` counts the query–key pairs of the prompt chunks that
 //! [`LinearCost::attn_pairs`] charges: a chunk of `c` tokens after `p` tokens already in
 //! KV has `c·p + c(c+1)/2` (causal attention), and with `attn_tile > 0` only chunks
 //! shorter than `attn_tile` tokens count.
@@ -15,10 +15,12 @@
 //! `-b 32/16`) therefore pays roughly a decode's price per query–key pair, while whole
 //! prompts and larger chunks pay little for attention (their cost is in `βp`).
 //!
-//! Why `βmix`: with per-slot KV (llama.cpp's default without `-kvu`) a batch is cut into
-//! micro-batches of equal tokens per sequence over consecutive slot ids, so the decodes
-//! and a prompt chunk run as separate forward passes, and the alternating shapes defeat
-//! graph reuse: an iteration that mixes them pays a second per-pass overhead.
+//! `βmix`: on the CPU llama-server, prompt tokens that share an iteration with decodes
+//! cost more than alone (a 448-token prompt with 2 decodes took 780 ms against ≈ 550 ms
+//! alone, `results/profiler_study.md`). With per-slot KV (the default without `-kvu`)
+//! such a batch is cut into separate micro-batches (equal tokens per sequence over
+//! consecutive slot ids) and the alternating shapes defeat graph reuse, but the
+//! mechanism of a *per-token* surcharge is not identified; the term is empirical.
 
 use super::BatchShape;
 use crate::error::ConfigError;
@@ -44,7 +46,8 @@ pub struct LinearCost {
     /// attention kernel; 64 on llama.cpp's CPU backend); 0 = every chunk is [tokens].
     #[serde(default)]
     pub attn_tile: u32,
-    /// Per iteration that carries both decodes and prompt tokens [s].
+    /// Per prompt token of an iteration that also decodes (on top of `beta_prefill`)
+    /// [s/token].
     #[serde(default)]
     pub beta_mixed: f64,
 }
@@ -74,8 +77,8 @@ impl LinearCost {
             + self.beta_decode * s.decode_seqs as f64
             + self.beta_kv * s.context_tokens as f64
             + self.beta_attn * s.prefill_attn as f64
-            + if s.prefill_tokens > 0 && s.decode_seqs > 0 {
-                self.beta_mixed
+            + if s.decode_seqs > 0 {
+                self.beta_mixed * s.prefill_tokens as f64
             } else {
                 0.0
             }
@@ -128,7 +131,7 @@ mod tests {
             beta_kv: 0.0,
             beta_attn: 4e-6,
             attn_tile: 64,
-            beta_mixed: 0.007,
+            beta_mixed: 3e-4,
         };
         c.validate().unwrap();
         // causal pairs: 30 queries after 448 tokens see 448 + 1 … 448 + 30 keys
@@ -147,14 +150,14 @@ mod tests {
             context_tokens: 0,
             prefill_attn: c.attn_pairs(448, 30),
         };
-        let want = 0.005 + 0.030 + 0.004 + 4e-6 * s.prefill_attn as f64 + 0.007;
+        let want = 0.005 + 0.030 + 0.004 + 4e-6 * s.prefill_attn as f64 + 30.0 * 3e-4;
         assert!((c.iteration(&s) - want).abs() < 1e-12);
         // no βmix without decodes, nor without prompt tokens
         let lone = BatchShape {
             decode_seqs: 0,
             ..s
         };
-        assert!((c.iteration(&lone) - (want - 0.004 - 0.007)).abs() < 1e-12);
+        assert!((c.iteration(&lone) - (want - 0.004 - 0.009)).abs() < 1e-12);
         let decode = BatchShape {
             prefill_tokens: 0,
             prefill_seqs: 0,
