@@ -334,6 +334,7 @@ impl Params {
                 beta_prefill: self.beta_prefill,
                 beta_decode: self.beta_decode,
                 beta_kv: 0.0,
+                ..LinearCost::default()
             }),
             // An unknown name falls back to an invalid linear model, which `validate`
             // reports as a readable error.

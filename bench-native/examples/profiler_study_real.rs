@@ -9,7 +9,9 @@
 //!
 //! The loop is closed as `bench-native validate` closes it: the same binary, model and
 //! thread count are microbenchmarked (an 8-slot `-b 2048` server, before and after the
-//! measurements, pooled), `bench_native::fit` fits the linear and the table cost, and each
+//! measurements, pooled, plus the mixed probe — a 512-token prompt prefilled while 1, 2, 4
+//! streams decode — on an 8-slot `-b 32` server), `bench_native::fit` fits the linear and
+//! the table cost, and each
 //! variant is simulated with `ServerConfig::llama_cpp(slots, slots × 1024, -b)` (decodes
 //! first, then prompt chunks under the `-b` budget, one slot's context per request).
 //! About 2.5 minutes on an idle 2-core machine:
@@ -154,6 +156,9 @@ fn microbench_server(rt: &tokio::runtime::Runtime) -> MicrobenchResult {
         timeout: Duration::from_secs(60),
         chars_per_token: 4.0,
         use_tokenizer: true,
+        mixed_streams: vec![],
+        mixed_prompt: 0,
+        budget: None,
     };
     let mut mb = retry(rt, &cfg);
     let long = MicrobenchConfig {
@@ -166,8 +171,30 @@ fn microbench_server(rt: &tokio::runtime::Runtime) -> MicrobenchResult {
     };
     let l = retry(rt, &long);
     mb.decode.extend(l.decode);
+    drop(server);
+    // The mixed probe needs prompt chunks shorter than llama.cpp's attention tile (64), so
+    // it runs on a `-b 32` server: a 512-token prompt prefilled while 1, 2, 4 streams decode.
+    let server = start(study::SLOTS, MIXED_BUDGET);
+    let mixed = MicrobenchConfig {
+        endpoint: EndpointConfig {
+            url: url(&server),
+            ..EndpointConfig::default()
+        },
+        prompt_lengths: vec![],
+        repeats: 2,
+        streams: vec![],
+        mixed_streams: vec![1, 2, 4],
+        mixed_prompt: 512,
+        budget: Some(MIXED_BUDGET),
+        decode_prompt: 16,
+        ..long
+    };
+    mb.mixed = retry(rt, &mixed).mixed;
     mb
 }
+
+/// `-b` of the mixed probe's server [tokens].
+const MIXED_BUDGET: u32 = 32;
 
 /// `microbench` with up to two retries (a keep-alive connection the server closes under
 /// load fails one request, and a microbenchmark with holes is refused).
@@ -286,11 +313,14 @@ fn ms(x: f64) -> String {
 fn describe(c: &CostModel) -> String {
     match c {
         CostModel::Linear(l) => format!(
-            "linear: {:.2} ms + {:.4} ms/prefill token + {:.2} ms/decode seq + {:.2e} ms/context token",
+            "linear: {:.2} ms + {:.4} ms/prefill token + {:.2} ms/decode seq + {:.2e} ms/context token + {:.2e} ms/query-key pair of chunks < {} tokens + {:.4} ms/prompt token beside decodes",
             l.beta0 * 1e3,
             l.beta_prefill * 1e3,
             l.beta_decode * 1e3,
-            l.beta_kv * 1e3
+            l.beta_kv * 1e3,
+            l.beta_attn * 1e3,
+            l.attn_tile,
+            l.beta_mixed * 1e3
         ),
         CostModel::Table(t) => format!(
             "table: prefill {} ms for {} tokens; decode {} ms for {} streams",
@@ -375,11 +405,18 @@ fn main() {
     // microbenchmark gives: βkv not identifiable, 0).
     let mut short_only = mb.clone();
     short_only.decode.truncate(study::SLOTS as usize);
+    short_only.mixed.clear();
     let f0 = fit::fit(&short_only, false).expect("fit");
+    // The model before the mixed probe: the same fit without the mixed points (βattn and
+    // βmix 0).
+    let mut no_mixed = mb.clone();
+    no_mixed.mixed.clear();
+    let f1 = fit::fit(&no_mixed, false).expect("fit");
     // (label, cost) of every simulated row; the first is the headline prediction.
     let costs = [
         ("sim, fitted linear", f.linear.clone()),
         ("sim, fitted table", f.table.clone()),
+        ("sim, linear without the mixed probe", f1.linear.clone()),
         ("sim, linear without βkv", f0.linear.clone()),
     ];
 
@@ -408,6 +445,24 @@ fn main() {
                 .collect::<Vec<_>>()
                 .join("/"),
             study::SLOTS
+        );
+    }
+    for (name, m) in [("before", &mb_pre), ("after", &mb_post)] {
+        println!(
+            "- mixed probe {name} (`-b {MIXED_BUDGET}`, 512-token prompt; streams: iteration ms by chunk): {}",
+            [1, 2, 4]
+                .iter()
+                .map(|&k| format!(
+                    "{k}: {}",
+                    m.mixed
+                        .iter()
+                        .filter(|p| p.streams == k)
+                        .map(|p| format!("{:.0}", p.step_s * 1e3))
+                        .collect::<Vec<_>>()
+                        .join("/")
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
         );
     }
     println!("\nFitted costs used:\n");

@@ -8,6 +8,14 @@
 //!   only when the decode points were taken at two or more contexts per stream (e.g. a
 //!   second decode curve with long prompts); with one context per stream it is not
 //!   identifiable and stays 0. The table keeps, per stream count, the lowest-context point.
+//!   `βattn` (per query–key pair of a prompt chunk, [`engine::cost::LinearCost`]) is fitted
+//!   from the microbenchmark's mixed iterations (decodes + a prompt chunk) when at least
+//!   two of them have charged pairs; the pairs count only chunks shorter than the tile of
+//!   the server's attention kernel (`attn_tile`: 64 for llama.cpp, whose CPU flash
+//!   attention is tiled from 64 query rows up, see [`LLAMA_CPP_ATTN_TILE`]; 0 = every
+//!   chunk for other servers). Mixed rows are weighted so that each probe (stream count)
+//!   counts like four points. `βmix` (per prompt token of an iteration that also decodes)
+//!   is fitted whenever there are two or more mixed points.
 //!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
 //! "source", "residuals"}`, plus `<stem>.table.json` and `<stem>.linear.json`, each a bare
@@ -67,8 +75,14 @@ pub struct Fit {
     pub residuals: Vec<(String, f64, f64, f64)>,
 }
 
-/// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens.
-const COLS: usize = 4;
+/// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens,
+/// charged query–key pairs of prompt chunks, prompt tokens of iterations that also decode.
+const COLS: usize = 6;
+
+/// llama.cpp's CPU flash attention takes its tiled kernel from this many query rows of a
+/// sequence in a micro-batch up (ggml-cpu `GGML_FA_TILE_Q`), and the row-by-row kernel of
+/// the decodes below [tokens].
+pub const LLAMA_CPP_ATTN_TILE: u32 = 64;
 
 /// Solves the weighted least squares `min Σ w²(xβ − y)²` over the columns in `free`
 /// (others fixed at 0) by the normal equations (Gaussian elimination, partial pivoting).
@@ -197,39 +211,96 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         .validate()
         .map_err(|e| FitError::Invalid(e.to_string()))?;
 
-    let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
-    rows.extend(
-        prefill
+    // Pairs are counted as the engine counts them (tile from the server kind).
+    let attn_tile = match mb.metadata.get("server_kind").and_then(|v| v.as_str()) {
+        Some("llama_cpp") => LLAMA_CPP_ATTN_TILE,
+        _ => 0,
+    };
+    let pairs_model = LinearCost {
+        beta_attn: 1.0,
+        attn_tile,
+        ..LinearCost::default()
+    };
+    let pairs = |prefix: u64, chunk: u32| pairs_model.attn_pairs(prefix, chunk) as f64;
+    // (streams, chunk, prefix, context over the iteration's sequences, step [s], weight)
+    let mixed: Vec<(f64, u32, u64, f64, f64, f64)> = {
+        let m: Vec<_> = mb
+            .mixed
             .iter()
-            .map(|&(t, y)| ([1.0, t, 0.0, 0.0], y, 1.0 / y)),
-    );
+            .filter(|p| p.step_s.is_finite() && p.step_s > 0.0 && p.chunk_tokens > 0)
+            .collect();
+        m.iter()
+            .map(|p| {
+                let per_probe = m.iter().filter(|q| q.streams == p.streams).count() as f64;
+                (
+                    p.streams as f64,
+                    p.chunk_tokens,
+                    p.prefix_tokens,
+                    // the engine's context_tokens: every running sequence's KV, the
+                    // prefilling one's prefix included
+                    p.context_tokens.max(0.0) + p.prefix_tokens as f64,
+                    p.step_s,
+                    (4.0 / per_probe).sqrt(),
+                )
+            })
+            .collect()
+    };
+    let with_attn = mixed.iter().filter(|m| pairs(m.2, m.1) > 0.0).count() >= 2;
+    let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
+    // A lone prompt under a budget is a run of chunk iterations: its latency is the sum
+    // of their costs, still linear in the coefficients.
+    let lone = |t: f64| -> [f64; COLS] {
+        let mut x = [0.0; COLS];
+        for (c, p) in crate::microbench::mixed_chunks(t as u32, 0, mb.budget) {
+            let it = [1.0, c as f64, 0.0, p as f64, pairs(p, c), 0.0];
+            for (a, b) in x.iter_mut().zip(it) {
+                *a += b;
+            }
+        }
+        if !with_context {
+            x[3] = 0.0;
+        }
+        x
+    };
+    rows.extend(prefill.iter().map(|&(t, y)| (lone(t), y, 1.0 / y)));
     if with_context {
         rows.extend(
             decode_ctx
                 .iter()
-                .map(|&(n, c, y)| ([1.0, 0.0, n, c], y, 1.0 / y)),
+                .map(|&(n, c, y)| ([1.0, 0.0, n, c, 0.0, 0.0], y, 1.0 / y)),
         );
     } else {
         rows.extend(
             decode
                 .iter()
-                .map(|&(n, y)| ([1.0, 0.0, n, 0.0], y, 1.0 / y)),
+                .map(|&(n, y)| ([1.0, 0.0, n, 0.0, 0.0, 0.0], y, 1.0 / y)),
         );
     }
-    let k = if with_context { 4 } else { 3 };
+    rows.extend(mixed.iter().map(|&(n, c, p, ctx, y, w)| {
+        let ctx = if with_context { ctx } else { 0.0 };
+        ([1.0, c as f64, n, ctx, pairs(p, c), c as f64], y, w / y)
+    }));
+    let with_mixed = mixed.len() >= 2;
+    let k = 3 + with_context as usize + with_attn as usize + with_mixed as usize;
     if rows.len() < k {
         return Err(FitError::TooFew(format!(
             "{} points for {k} coefficients",
             rows.len()
         )));
     }
-    let b = nonneg_fit(&rows, [true, true, true, with_context])
-        .ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
+    let b = nonneg_fit(
+        &rows,
+        [true, true, true, with_context, with_attn, with_mixed],
+    )
+    .ok_or_else(|| FitError::Invalid("singular normal equations".into()))?;
     let linear = CostModel::Linear(LinearCost {
         beta0: b[0],
         beta_prefill: b[1],
         beta_decode: b[2],
         beta_kv: b[3],
+        beta_attn: b[4],
+        attn_tile: if b[4] > 0.0 { attn_tile } else { 0 },
+        beta_mixed: b[5],
     });
     linear
         .validate()
@@ -237,12 +308,19 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     let mut residuals = Vec::new();
     let mut sq = 0.0;
     for &(t, y) in &prefill {
-        let m = linear.iteration(&BatchShape {
-            running: 1,
-            prefill_tokens: t as u64,
-            prefill_seqs: 1,
-            ..BatchShape::default()
-        });
+        let m: f64 = crate::microbench::mixed_chunks(t as u32, 0, mb.budget)
+            .into_iter()
+            .map(|(c, p)| {
+                linear.iteration(&BatchShape {
+                    running: 1,
+                    prefill_tokens: c as u64,
+                    prefill_seqs: 1,
+                    context_tokens: p,
+                    prefill_attn: linear.prefill_attn(p, c),
+                    ..BatchShape::default()
+                })
+            })
+            .sum();
         sq += ((m - y) / y).powi(2);
         residuals.push(("prefill_tokens".to_string(), t, y, m));
     }
@@ -258,6 +336,23 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             sq += ((m - y) / y).powi(2);
             residuals.push(("decode_streams".to_string(), n, y, m));
         }
+    }
+    for &(n, c, p, ctx, y, _) in &mixed {
+        let m = linear.iteration(&BatchShape {
+            running: n as u32 + 1,
+            prefill_tokens: c as u64,
+            prefill_seqs: 1,
+            decode_seqs: n as u32,
+            context_tokens: if with_context { ctx.round() as u64 } else { 0 },
+            prefill_attn: linear.prefill_attn(p, c),
+        });
+        sq += ((m - y) / y).powi(2);
+        residuals.push((
+            format!("mixed_{n}_streams_{c}_chunk_at_prefix"),
+            p as f64,
+            y,
+            m,
+        ));
     }
     Ok(Fit {
         table,
@@ -320,10 +415,14 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
     let files = write(&f, &args.input, &args.out)?;
     if let CostModel::Linear(l) = &f.linear {
         println!(
-            "linear: beta0 {:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq (relative RMS error {:.1} %)",
+            "linear: beta0 {:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq + {:.3e} ms/context token + {:.3e} ms/query-key pair of chunks < {} tokens + {:.4} ms/prompt token beside decodes (relative RMS error {:.1} %)",
             l.beta0 * 1e3,
             l.beta_prefill * 1e3,
             l.beta_decode * 1e3,
+            l.beta_kv * 1e3,
+            l.beta_attn * 1e3,
+            l.attn_tile,
+            l.beta_mixed * 1e3,
             f.linear_rel_rms * 100.0
         );
     }
@@ -355,6 +454,8 @@ mod tests {
         MicrobenchResult {
             prefill: [32, 128, 512].map(pre).to_vec(),
             decode: [1, 2, 4, 8].map(dec).to_vec(),
+            mixed: vec![],
+            budget: None,
             metadata: serde_json::Value::Null,
         }
     }
@@ -424,5 +525,98 @@ mod tests {
         }
         let f = fit(&m, false).unwrap();
         f.linear.validate().unwrap();
+    }
+
+    /// A known model with βattn (chunks < 64) and βmix generates the prefill curve of a
+    /// `-b 32` server, two decode curves and the mixed probe; the fit recovers it.
+    #[test]
+    fn mixed_probe_identifies_attention_and_mixed_coefficients() {
+        use crate::microbench::{mixed_chunks, MixedPoint};
+        let truth = LinearCost {
+            beta0: 0.004,
+            beta_prefill: 9e-4,
+            beta_decode: 2e-3,
+            beta_kv: 6e-6,
+            beta_attn: 4e-6,
+            attn_tile: LLAMA_CPP_ATTN_TILE,
+            beta_mixed: 3e-4,
+        };
+        let model = CostModel::Linear(truth);
+        let shape = |k: u32, c: u32, p: u64, ctx: f64| BatchShape {
+            running: k + 1,
+            prefill_tokens: c as u64,
+            prefill_seqs: (c > 0) as u32,
+            decode_seqs: k,
+            context_tokens: ctx.round() as u64 + p,
+            prefill_attn: model.prefill_attn(p, c),
+        };
+        let mut m = mb();
+        m.budget = Some(32);
+        m.metadata = json!({"server_kind": "llama_cpp"});
+        for p in &mut m.prefill {
+            p.latency_s = mixed_chunks(p.prompt_tokens, 0, Some(32))
+                .into_iter()
+                .map(|(c, q)| model.iteration(&shape(0, c, q, 0.0)))
+                .sum();
+        }
+        m.decode.clear();
+        for (n, per) in [1, 2, 4, 8]
+            .into_iter()
+            .flat_map(|n| [(n, 48.0), (n, 480.0)])
+        {
+            m.decode.push(DecodePoint {
+                streams: n,
+                step_s: model.iteration(&shape(n, 0, 0, n as f64 * per)),
+                step_p50_s: 0.0,
+                gaps: 10,
+                context_tokens: n as f64 * per,
+            });
+        }
+        for k in [1, 2, 4] {
+            for (i, (c, p)) in mixed_chunks(512, k, Some(32)).into_iter().enumerate() {
+                let ctx = k as f64 * (16.0 + 20.0 + i as f64);
+                m.mixed.push(MixedPoint {
+                    streams: k,
+                    chunk_tokens: c,
+                    prefix_tokens: p,
+                    context_tokens: ctx,
+                    step_s: model.iteration(&shape(k, c, p, ctx)),
+                    gaps: 2 * k as usize,
+                });
+            }
+        }
+        let f = fit(&m, false).unwrap();
+        let CostModel::Linear(l) = f.linear else {
+            panic!()
+        };
+        assert!(f.linear_rel_rms < 1e-9, "{l:?} {}", f.linear_rel_rms);
+        assert_eq!(l.attn_tile, LLAMA_CPP_ATTN_TILE);
+        for (got, want) in [
+            (l.beta0, truth.beta0),
+            (l.beta_prefill, truth.beta_prefill),
+            (l.beta_decode, truth.beta_decode),
+            (l.beta_kv, truth.beta_kv),
+            (l.beta_attn, truth.beta_attn),
+            (l.beta_mixed, truth.beta_mixed),
+        ] {
+            assert!((got - want).abs() <= 1e-9 * want.max(1e-3), "{l:?}");
+        }
+        // without the probe: no βattn, no βmix (the model before the probe existed)
+        m.mixed.clear();
+        let CostModel::Linear(l) = fit(&m, false).unwrap().linear else {
+            panic!()
+        };
+        assert_eq!((l.beta_attn, l.attn_tile, l.beta_mixed), (0.0, 0, 0.0));
+    }
+
+    #[test]
+    fn microbench_files_without_the_mixed_probe_still_read() {
+        let mut v = json!(mb());
+        let o = v.as_object_mut().unwrap();
+        o.remove("mixed");
+        o.remove("budget");
+        let back: MicrobenchResult = serde_json::from_value(v).unwrap();
+        assert!(back.mixed.is_empty() && back.budget.is_none());
+        fit(&back, false).unwrap();
     }
 }

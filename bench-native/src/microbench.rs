@@ -7,6 +7,14 @@
 //!   output each); the step latency is the mean gap between consecutive chunks inside the
 //!   window where all N streams are decoding (after the last first token, before the first
 //!   stream ends).
+//! * **Mixed** (optional, `--mixed-streams`): k streams decode (short prompt) while one
+//!   `--mixed-prompt`-token prompt is prefilled. Every iteration of that prefill carries
+//!   k decodes and one prompt chunk, so the streams' inter-token gaps that end at the
+//!   prompt's first token are the durations of those mixed iterations, one per chunk. With
+//!   the server's token budget (`--budget`, llama.cpp `-b`: decodes first, then the prompt
+//!   up to the budget) chunk i has `budget − k` tokens after `i·(budget − k)` already in
+//!   KV; without it the whole prompt is one chunk. Each point is the median over the
+//!   streams and the repeats.
 //!
 //! Writes `--out` (JSON, read by `fit`) and the same points as CSV next to it.
 
@@ -27,7 +35,10 @@ Examples:
 
   # longer prompts, more streams, then fit a cost model for the simulator
   bench-native microbench --prompt-lengths 32,128,512,1024 --streams 1,2,4,8,16 --out mb.json
-  bench-native fit mb.json --out fit.json";
+  bench-native fit mb.json --out fit.json
+
+  # also prefill a 512-token prompt while 1, 2 or 4 streams decode, on a -b 32 server
+  bench-native microbench --mixed-streams 1,2,4 --mixed-prompt 512 --budget 32 --out mb.json";
 
 /// Arguments of `microbench`.
 #[derive(Debug, clap::Args)]
@@ -50,6 +61,17 @@ pub struct MicrobenchArgs {
     /// Prompt tokens per decode stream.
     #[arg(long, default_value_t = 16)]
     pub decode_prompt: u32,
+    /// Decode stream counts of the mixed probe (none: no probe). Each needs one more free
+    /// slot than streams on the server.
+    #[arg(long, value_delimiter = ',')]
+    pub mixed_streams: Vec<u32>,
+    /// Prompt prefilled while the mixed probe's streams decode [tokens].
+    #[arg(long, default_value_t = 512)]
+    pub mixed_prompt: u32,
+    /// The server's per-iteration token budget (llama.cpp `-b`, vLLM
+    /// `max_num_batched_tokens`), to place the mixed probe's prompt chunks.
+    #[arg(long)]
+    pub budget: Option<u32>,
     /// Output JSON (a CSV with the same stem is written beside it).
     #[arg(long, default_value = "microbench.json")]
     pub out: PathBuf,
@@ -67,6 +89,12 @@ pub struct MicrobenchConfig {
     pub timeout: Duration,
     pub chars_per_token: f64,
     pub use_tokenizer: bool,
+    /// Decode stream counts of the mixed probe (empty: no probe).
+    pub mixed_streams: Vec<u32>,
+    /// Prompt of the mixed probe [tokens].
+    pub mixed_prompt: u32,
+    /// The server's per-iteration token budget; `None`: the prompt is one chunk.
+    pub budget: Option<u32>,
 }
 
 /// One prefill point.
@@ -97,11 +125,35 @@ pub struct DecodePoint {
     pub context_tokens: f64,
 }
 
+/// One mixed iteration: `streams` decodes plus one prompt chunk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MixedPoint {
+    /// Decoding sequences in the iteration [count].
+    pub streams: u32,
+    /// Prompt tokens of the chunk [tokens].
+    pub chunk_tokens: u32,
+    /// Prompt tokens already in KV before the chunk [tokens].
+    pub prefix_tokens: u64,
+    /// Context in KV over the decoding streams [tokens].
+    pub context_tokens: f64,
+    /// Median iteration duration over the streams and repeats [s].
+    pub step_s: f64,
+    /// Gaps behind the median [count].
+    pub gaps: usize,
+}
+
 /// The microbenchmark's result file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MicrobenchResult {
     pub prefill: Vec<PrefillPoint>,
     pub decode: Vec<DecodePoint>,
+    /// Mixed iterations (absent in files written before the probe existed).
+    #[serde(default)]
+    pub mixed: Vec<MixedPoint>,
+    /// The server's per-iteration token budget, if given: a prefill point's prompt was
+    /// processed in chunks of this many tokens (absent: in one iteration).
+    #[serde(default)]
+    pub budget: Option<u32>,
     /// Server description (see `run`'s metadata.json).
     #[serde(default)]
     pub metadata: Value,
@@ -130,10 +182,17 @@ pub async fn microbench(
     if cfg.use_tokenizer {
         let mut lens = cfg.prompt_lengths.clone();
         lens.push(cfg.decode_prompt);
+        if !cfg.mixed_streams.is_empty() {
+            lens.push(cfg.mixed_prompt);
+        }
         prompts.calibrate(&ep, lens).await;
     }
     let metadata = crate::run::server_metadata(&ep).await;
-    pb.set_length((cfg.prompt_lengths.len() * cfg.repeats + cfg.streams.len()) as u64);
+    pb.set_length(
+        (cfg.prompt_lengths.len() * cfg.repeats
+            + cfg.streams.len()
+            + cfg.mixed_streams.len() * cfg.repeats) as u64,
+    );
     let t0 = Instant::now();
     // warm-up
     let _ = ep
@@ -233,12 +292,134 @@ pub async fn microbench(
         });
         pb.inc(1);
     }
+
+    let mut mixed = Vec::new();
+    for &k in &cfg.mixed_streams {
+        // gaps[i]: the durations seen for chunk i over the streams and repeats
+        let mut gaps: Vec<Vec<f64>> = Vec::new();
+        let mut shape = Vec::new();
+        for _ in 0..cfg.repeats.max(1) {
+            let probe = mixed_probe(cfg, &ep, &mut prompts, &mut id, k, t0).await?;
+            if gaps.len() < probe.gaps.len() {
+                gaps.resize(probe.gaps.len(), Vec::new());
+                shape = probe.shape;
+            }
+            for (g, p) in gaps.iter_mut().zip(probe.gaps) {
+                g.extend(p);
+            }
+            pb.inc(1);
+        }
+        for (g, (chunk, prefix, context)) in gaps.iter().zip(shape) {
+            if let Some(step_s) = median(g) {
+                mixed.push(MixedPoint {
+                    streams: k,
+                    chunk_tokens: chunk,
+                    prefix_tokens: prefix,
+                    context_tokens: context,
+                    step_s,
+                    gaps: g.len(),
+                });
+            }
+        }
+    }
     pb.finish_and_clear();
     Ok(MicrobenchResult {
         prefill,
         decode,
+        mixed,
+        budget: cfg.budget,
         metadata,
     })
+}
+
+/// One run of the mixed probe with `k` streams.
+struct MixedProbe {
+    /// Per chunk, one duration per stream [s].
+    gaps: Vec<Vec<f64>>,
+    /// Per chunk: (chunk tokens, prefix tokens, context over the streams).
+    shape: Vec<(u32, u64, f64)>,
+}
+
+/// The prompt's chunks under `budget` with `k` decodes first: (chunk, prefix) each.
+pub fn mixed_chunks(prompt: u32, k: u32, budget: Option<u32>) -> Vec<(u32, u64)> {
+    let per = budget.map_or(prompt, |b| b.saturating_sub(k)).max(1);
+    (0..prompt.div_ceil(per))
+        .map(|i| (per.min(prompt - i * per), (i * per) as u64))
+        .collect()
+}
+
+/// Starts `k` decode streams, sends the probe prompt once they decode, and reads the
+/// streams' gaps that end at the prompt's first token (the prompt's iterations).
+async fn mixed_probe(
+    cfg: &MicrobenchConfig,
+    ep: &Endpoint,
+    prompts: &mut PromptBuilder,
+    id: &mut u64,
+    k: u32,
+    t0: Instant,
+) -> Result<MixedProbe, RunError> {
+    let fail = |why: String| RunError::Invalid(format!("mixed probe with {k} streams: {why}"));
+    let n_chunks = mixed_chunks(cfg.mixed_prompt, k, cfg.budget).len() as u32;
+    // enough tokens to decode through the warm-up, every chunk and a margin
+    let out = 96 + 2 * n_chunks;
+    let mut tasks = Vec::new();
+    for _ in 0..k.max(1) {
+        *id += 1;
+        let body = ep.body(&prompts.prompt(*id, cfg.decode_prompt), out);
+        let (ep, timeout) = (ep.clone(), cfg.timeout);
+        tasks.push(tokio::spawn(
+            async move { ep.stream(t0, &body, timeout).await },
+        ));
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    *id += 1;
+    let body = ep.body(&prompts.prompt(*id, cfg.mixed_prompt), 1);
+    let long = ep.stream(t0, &body, cfg.timeout).await;
+    if let Some(e) = long.error {
+        return Err(fail(e));
+    }
+    let first = *long
+        .token_chunk_s
+        .first()
+        .ok_or_else(|| fail("the prompt got no token".into()))?;
+    let prompt = long.usage.map_or(cfg.mixed_prompt, |u| u.prompt_tokens);
+    let chunks = mixed_chunks(prompt, k, cfg.budget);
+    let n = chunks.len();
+    let mut gaps = vec![Vec::new(); n];
+    let mut generated = vec![0.0; n];
+    for t in tasks {
+        let r = t.await.map_err(|e| fail(e.to_string()))?;
+        if let Some(e) = r.error {
+            return Err(fail(e));
+        }
+        let ts = &r.token_chunk_s;
+        // the stream's token of the iteration that gave the prompt its first token
+        let Some(m) =
+            (0..ts.len()).min_by(|&a, &b| (ts[a] - first).abs().total_cmp(&(ts[b] - first).abs()))
+        else {
+            continue;
+        };
+        let last_gap = if m > 0 { ts[m] - ts[m - 1] } else { 0.0 };
+        // it must be that iteration (not a neighbour), decoding before and after
+        if m < n || m + 1 >= ts.len() || (ts[m] - first).abs() > 0.5 * last_gap {
+            return Err(fail(format!(
+                "a stream was not decoding through the prompt's {n} iterations                  (token {m} of {}, {:.1} ms from the prompt's first token)",
+                ts.len(),
+                (ts[m] - first) * 1e3
+            )));
+        }
+        for i in 0..n {
+            let j = m - n + 1 + i;
+            gaps[i].push(ts[j] - ts[j - 1]);
+            generated[i] += j as f64 / k.max(1) as f64;
+        }
+    }
+    let shape = chunks
+        .iter()
+        .zip(&generated)
+        .map(|(&(c, p), g)| (c, p, k as f64 * (cfg.decode_prompt as f64 + g)))
+        .collect();
+    Ok(MixedProbe { gaps, shape })
 }
 
 /// Writes the JSON and a CSV (`curve,x,latency_s,extra_s`) with the same stem.
@@ -279,6 +460,17 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
             d.step_p50_s.to_string(),
         ])?;
     }
+    for m in &result.mixed {
+        w.write_record([
+            format!(
+                "mixed_{}_streams_{}_token_chunk_at_prefix",
+                m.streams, m.chunk_tokens
+            ),
+            m.prefix_tokens.to_string(),
+            m.step_s.to_string(),
+            String::new(),
+        ])?;
+    }
     w.flush().map_err(|source| RunError::Io {
         path: csv_path.clone(),
         source,
@@ -297,6 +489,9 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
         timeout: Duration::from_secs_f64(args.server.timeout),
         chars_per_token: args.server.chars_per_token,
         use_tokenizer: !args.server.no_tokenize,
+        mixed_streams: args.mixed_streams.clone(),
+        mixed_prompt: args.mixed_prompt,
+        budget: args.budget,
     };
     let rt = crate::run::runtime()?;
     let pb = crate::run::progress_bar(false);
@@ -315,6 +510,15 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
             d.streams,
             d.step_s * 1e3,
             d.gaps
+        );
+    }
+    for m in &result.mixed {
+        println!(
+            "mixed   {:>2} streams + {:>4}-token chunk after {:>5}: {:7.2} ms",
+            m.streams,
+            m.chunk_tokens,
+            m.prefix_tokens,
+            m.step_s * 1e3
         );
     }
     println!("wrote {} and {}", args.out.display(), csv.display());

@@ -31,7 +31,9 @@
 
 use crate::client::Endpoint;
 use crate::fit;
-use crate::microbench::{self, DecodePoint, MicrobenchConfig, MicrobenchResult, PrefillPoint};
+use crate::microbench::{
+    self, DecodePoint, MicrobenchConfig, MicrobenchResult, MixedPoint, PrefillPoint,
+};
 use crate::run::{run_load, RunConfig, ServerArgs};
 use anyhow::{bail, Context};
 use engine::config::{EndRule, FirstToken, ServerConfig, SimConfig};
@@ -110,6 +112,13 @@ pub struct ValidateArgs {
     /// Output tokens per microbenchmark decode stream.
     #[arg(long, default_value_t = 96)]
     pub mb_decode_tokens: u32,
+    /// Decode streams of the microbenchmark's mixed probe (a prompt prefilled while they
+    /// decode; counts that leave no slot free are dropped; empty: no probe).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub mb_mixed_streams: Vec<u32>,
+    /// Prompt of the mixed probe [tokens] (capped below the length cap).
+    #[arg(long, default_value_t = 448)]
+    pub mb_mixed_prompt: u32,
     /// Seed of arrivals and lengths.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -370,6 +379,14 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         timeout: Duration::from_secs_f64(args.server.timeout),
         chars_per_token: args.server.chars_per_token,
         use_tokenizer: !args.server.no_tokenize,
+        mixed_streams: args
+            .mb_mixed_streams
+            .iter()
+            .copied()
+            .filter(|&k| k >= 1 && k < model.slots)
+            .collect(),
+        mixed_prompt: args.mb_mixed_prompt.min(cap.saturating_sub(1)).max(1),
+        budget: Some(model.budget),
     };
     eprintln!("1/4 microbenchmark (before the measurement)");
     let mb_pre = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
@@ -528,9 +545,25 @@ pub fn pool(a: &MicrobenchResult, b: &MicrobenchResult) -> MicrobenchResult {
             }
         })
         .collect();
+    let mixed = if a.mixed.len() == b.mixed.len() {
+        a.mixed
+            .iter()
+            .zip(&b.mixed)
+            .map(|(x, y)| MixedPoint {
+                step_s: (x.step_s * x.gaps as f64 + y.step_s * y.gaps as f64)
+                    / (x.gaps + y.gaps).max(1) as f64,
+                gaps: x.gaps + y.gaps,
+                ..x.clone()
+            })
+            .collect()
+    } else {
+        a.mixed.iter().chain(&b.mixed).cloned().collect()
+    };
     MicrobenchResult {
         prefill,
         decode,
+        mixed,
+        budget: a.budget,
         metadata: a.metadata.clone(),
     }
 }

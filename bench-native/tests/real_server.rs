@@ -285,6 +285,9 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
         timeout: Duration::from_secs(20),
         chars_per_token: 4.0,
         use_tokenizer: true,
+        mixed_streams: vec![],
+        mixed_prompt: 0,
+        budget: None,
     };
     let mb = runtime()
         .block_on(microbench::microbench(&cfg, &ProgressBar::hidden()))

@@ -29,6 +29,10 @@ pub struct BatchShape {
     pub decode_seqs: u32,
     /// Tokens already in KV over the batch's sequences (attention context) [tokens].
     pub context_tokens: u64,
+    /// Query–key pairs of this iteration's prompt chunks that the cost model charges per
+    /// pair: the sum of [`CostModel::prefill_attn`] over the prefilling sequences (0 for
+    /// models without such a term) [pairs].
+    pub prefill_attn: u64,
 }
 
 /// Iteration duration as a function of the batch.
@@ -37,7 +41,8 @@ pub struct BatchShape {
 pub enum CostModel {
     /// The reference study's formula.
     Reference(ReferenceCost),
-    /// `β0 + βp·prefill_tokens + βd·decode_seqs + βkv·context_tokens`.
+    /// `β0 + βp·prefill_tokens + βd·decode_seqs + βkv·context_tokens + βattn·prefill_attn
+    /// + βmix·prefill_tokens·[decode_seqs > 0]`.
     Linear(LinearCost),
     /// Interpolated measured decode step and prefill latencies.
     Table(TableCost),
@@ -99,8 +104,20 @@ impl CostModel {
         })
     }
 
+    /// Query–key pairs this model charges for a prompt chunk of `chunk` tokens after
+    /// `prefix` tokens already in KV (the summand of [`BatchShape::prefill_attn`]); 0 for
+    /// models without a per-pair attention term [pairs].
+    #[inline]
+    pub fn prefill_attn(&self, prefix: u64, chunk: u32) -> u64 {
+        match self {
+            CostModel::Linear(c) => c.attn_pairs(prefix, chunk),
+            _ => 0,
+        }
+    }
+
     /// Whether the duration depends on context tokens (if not, a run of identical decode
-    /// iterations has one step length and can be jumped in one go).
+    /// iterations has one step length and can be jumped in one go). The per-pair prompt
+    /// attention term (`βattn`) does not count: it is 0 in pure decode iterations.
     pub fn depends_on_context(&self) -> bool {
         match self {
             CostModel::Linear(c) => c.beta_kv != 0.0,
@@ -158,6 +175,12 @@ impl PreparedCost {
 
     pub fn depends_on_context(&self) -> bool {
         self.model.depends_on_context()
+    }
+
+    /// As [`CostModel::prefill_attn`].
+    #[inline]
+    pub fn prefill_attn(&self, prefix: u64, chunk: u32) -> u64 {
+        self.model.prefill_attn(prefix, chunk)
     }
 }
 

@@ -675,6 +675,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             } else {
                 0
             },
+            // Prefilling sequences are never in the lazy decode set: kv_tokens is exact.
+            prefill_attn: self.running[self.prefilled..]
+                .iter()
+                .map(|s| self.cost.prefill_attn(s.kv_tokens, s.chunk))
+                .sum(),
         };
         let d = self.cost.iteration(&shape);
         let t_end = self.t + d;

@@ -165,6 +165,7 @@ fn conformance_other_cost_models_and_admission() {
         beta_prefill: 5e-5,
         beta_decode: 3e-4,
         beta_kv: 1e-7,
+        ..LinearCost::default()
     });
     let table = CostModel::Table(TableCost::a10g_qwen_1_5b());
     for (name, cost) in [("linear", linear), ("table", table)] {
@@ -453,6 +454,7 @@ fn chunked_prefill_cuts_decode_stalls() {
             beta_prefill: 4.5e-4,
             beta_decode: 1.3e-3,
             beta_kv: 0.0,
+            ..LinearCost::default()
         });
         cfg.horizon_s = 10.0;
         simulate(&cfg).unwrap()

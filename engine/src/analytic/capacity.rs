@@ -77,6 +77,7 @@ pub fn capacity_bounds(cfg: &SimConfig) -> Result<CapacityBounds, AnalyticError>
                 prefill_seqs: 1,
                 decode_seqs: b.saturating_sub(1),
                 context_tokens: ctx,
+                prefill_attn: cost.prefill_attn(0, libm::round(ep) as u32),
             });
             (mixed - cost.decode_step(b.saturating_sub(1).max(1), ctx)).max(0.0)
         }
