@@ -343,6 +343,8 @@ struct Sim<'a, S: Scheduler> {
     cut: bool,
     max_in_system: u64,
     context_cost: bool,
+    /// Whether the cost charges prompt-chunk attention pairs (`BatchShape::prefill_attn`).
+    attn_cost: bool,
     stall_threshold: f64,
     last_event: f64,
     cost: PreparedCost,
@@ -399,6 +401,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 Admission::MaxInSystem { max_in_system } => max_in_system as u64,
             },
             context_cost,
+            attn_cost: cfg.cost.prefill_attn(0, 1) > 0,
             stall_threshold: cfg.metrics.stall_threshold_s,
             last_event: 0.0,
             cost: PreparedCost::new(&cfg.cost, s.max_batch),
@@ -676,10 +679,14 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 0
             },
             // Prefilling sequences are never in the lazy decode set: kv_tokens is exact.
-            prefill_attn: self.running[self.prefilled..]
-                .iter()
-                .map(|s| self.cost.prefill_attn(s.kv_tokens, s.chunk))
-                .sum(),
+            prefill_attn: if self.attn_cost {
+                self.running[self.prefilled..]
+                    .iter()
+                    .map(|s| self.cost.prefill_attn(s.kv_tokens, s.chunk))
+                    .sum()
+            } else {
+                0
+            },
         };
         let d = self.cost.iteration(&shape);
         let t_end = self.t + d;
