@@ -424,6 +424,26 @@ pub fn reference_grid() -> Vec<Task> {
     v
 }
 
+/// The reference grid at a 100th of its horizon (10 s instead of 1000 s): run once by each
+/// worker when it first falls idle (see `src/bin/worker.rs`), so that the browser has
+/// optimised the code the grid makes hot before the page's first grid run. V8 runs
+/// WebAssembly first from a quick baseline compile and recompiles a function in the
+/// background once it has run enough; code that runs once per simulation (setup,
+/// summaries, percentiles, replies) only gets there after hundreds of runs, so without
+/// this the page's first grid paid ≈ 0.1 s of CPU for those recompilations (measured
+/// with `e2e/grid_trace.mjs`) and ran slower baseline code until they were done. What
+/// counts is the number of runs, not their length.
+pub fn warm_up_job() -> Job {
+    Job {
+        id: 0,
+        params: Params {
+            horizon_s: Params::default().horizon_s / 100.0,
+            ..Params::default()
+        },
+        tasks: reference_grid(),
+    }
+}
+
 /// The chosen metric as predicted by each model, as chart curves (models that do not
 /// predict this metric are left out).
 pub fn model_curves(models: &Models, m: crate::metric::Metric) -> Vec<crate::curves::ModelCurve> {
@@ -475,6 +495,26 @@ pub fn model_rates(rates: &[f64], n: usize) -> Vec<f64> {
 mod tests {
     use super::*;
     use crate::metric::Metric;
+
+    #[test]
+    fn the_warm_up_job_is_the_grid_at_a_hundredth_of_its_horizon() {
+        let job = warm_up_job();
+        assert!(job.params.validate().is_ok());
+        assert!(job.tasks.iter().all(|t| matches!(t, Task::Grid { .. })));
+        let mut points = 0;
+        let mut done = false;
+        run(&job, &mut |r| match r {
+            Reply::Point { grid: Some(_), .. } => points += 1,
+            Reply::Done { .. } => done = true,
+            Reply::Error { message, .. } => panic!("{message}"),
+            _ => {}
+        });
+        assert_eq!(points, job.tasks.len());
+        assert!(done);
+        let runs: u32 = job.tasks.iter().map(|t| t.runs(job.params.seeds)).sum();
+        assert_eq!(runs, 800);
+        assert!(job.params.horizon_s * 100.0 <= Params::default().horizon_s);
+    }
 
     #[test]
     fn a_small_job_replies_with_points_detail_models_and_done() {
