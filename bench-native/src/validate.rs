@@ -14,16 +14,17 @@
 //!
 //! **How the server maps onto the engine**: the named server models of
 //! `engine::config::ServerConfig`. A `llama-server` (`-np S -c C -b B`, no KV blocks in
-//! its metadata) is `ServerConfig::llama_cpp(S, C, B)`: chunked prefill with decodes
-//! first and a `-b` budget, B = slots, token-granular KV in which waiting requests hold
+//! its metadata) is `ServerConfig::llama_cpp(S, C, B)`: the `llama_cpp` policy (decodes
+//! first, then prompt chunks in slot order under the `-b` budget), B = slots, token-granular KV in which waiting requests hold
 //! nothing, and the per-slot context `C / S` as the workload's `max_model_len` cap, so
 //! slots never block or preempt. A vLLM (KV blocks × block size from
 //! `vllm:cache_config_info`) is `ServerConfig::vllm_v1(max_num_seqs, blocks, block size,
 //! max_num_batched_tokens)`: chunked prefill, paged KV, recompute preemption, no
 //! watermark. Neither server publishes its budget (`-b`, `max_num_batched_tokens`): pass
 //! `--budget`; vLLM does not publish `max_num_seqs` either: pass `--slots`. Not modelled:
-//! llama.cpp's slot-order prompt chunks (we use admission order) and the HTTP thread /
-//! task queue hop between arrival and the next iteration; vLLM's prefix caching.
+//! llama.cpp's choice of a slot by prompt similarity (the `llama_cpp` policy takes the
+//! least recently used idle slot) and the HTTP thread / task queue hop between arrival
+//! and the next iteration; vLLM's prefix caching.
 //!
 //! Arrival rates default to fractions of the saturation throughput that the fitted model
 //! itself predicts (`--load`), so "light to past saturation" holds on a slow or loaded
