@@ -319,26 +319,22 @@ impl Ours {
         // beyond a decode of the others (chunked).
         let b_hi = b_max.max(b_cap0) + 1;
         let dec: Vec<f64> = (0..=b_hi).map(|b| self.decode(b)).collect();
-        let cost_row = |tokens: f64| -> (Vec<f64>, Vec<f64>) {
-            let pf: Vec<f64> = (0..=b_hi).map(|b| self.prefill_iter(b, tokens)).collect();
-            let st = match cfg.server.policy {
-                Policy::Chunked | Policy::LlamaCpp => (0..=b_hi as usize)
-                    .map(|b| (pf[b] - dec[b.saturating_sub(1).max(1)]).max(0.0))
-                    .collect(),
-                _ => pf.clone(),
-            };
-            (pf, st)
-        };
-        // A joiner's stall of the batch it joins (b) for a prompt of `tokens`, as `cost_row`.
-        let stall_of = |b: u32, tokens: f64| -> f64 {
-            let pf = self.prefill_iter(b, tokens);
+        // A joiner's stall of the batch it joins (b) given its prefill iteration `pf`:
+        // the whole iteration (continuous), or what it adds to a decode step (chunked).
+        let stall = |b: usize, pf: f64| -> f64 {
             match cfg.server.policy {
                 Policy::Chunked | Policy::LlamaCpp => {
-                    (pf - dec[(b as usize).saturating_sub(1).max(1)]).max(0.0)
+                    (pf - dec[b.saturating_sub(1).max(1)]).max(0.0)
                 }
                 _ => pf,
             }
         };
+        let cost_row = |tokens: f64| -> (Vec<f64>, Vec<f64>) {
+            let pf: Vec<f64> = (0..=b_hi).map(|b| self.prefill_iter(b, tokens)).collect();
+            let st = pf.iter().enumerate().map(|(b, &x)| stall(b, x)).collect();
+            (pf, st)
+        };
+        let stall_of = |b: u32, tokens: f64| stall(b as usize, self.prefill_iter(b, tokens));
         // An arrival that lands in a prefill iteration lands in a long one more often: the
         // iteration's residual has mean E[X²]/(2E[X]), X the prefill over the prompts;
         // `pf_bias[n]` = E[X²]/E[X]² at batch n.
