@@ -312,16 +312,7 @@ fn ms(x: f64) -> String {
 
 fn describe(c: &CostModel) -> String {
     match c {
-        CostModel::Linear(l) => format!(
-            "linear: {:.2} ms + {:.4} ms/prefill token + {:.2} ms/decode seq + {:.2e} ms/context token + {:.2e} ms/query-key pair of chunks < {} tokens + {:.4} ms/prompt token beside decodes",
-            l.beta0 * 1e3,
-            l.beta_prefill * 1e3,
-            l.beta_decode * 1e3,
-            l.beta_kv * 1e3,
-            l.beta_attn * 1e3,
-            l.attn_tile,
-            l.beta_mixed * 1e3
-        ),
+        CostModel::Linear(l) => format!("linear: {l}"),
         CostModel::Table(t) => format!(
             "table: prefill {} ms for {} tokens; decode {} ms for {} streams",
             t.prefill

@@ -104,6 +104,24 @@ impl LinearCost {
     }
 }
 
+/// The coefficients in ms, one line (as `bench-native fit` and the profiler study print
+/// them).
+impl std::fmt::Display for LinearCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.3} ms + {:.4} ms/prefill token + {:.3} ms/decode seq + {:.3e} ms/context token + {:.3e} ms/query-key pair of chunks < {} tokens + {:.4} ms/prompt token beside decodes",
+            self.beta0 * 1e3,
+            self.beta_prefill * 1e3,
+            self.beta_decode * 1e3,
+            self.beta_kv * 1e3,
+            self.beta_attn * 1e3,
+            self.attn_tile,
+            self.beta_mixed * 1e3
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
