@@ -47,6 +47,7 @@ pub mod data;
 pub mod error;
 pub mod kv_cache;
 pub mod metrics;
+mod num;
 pub mod record;
 pub mod scheduler;
 pub mod sim;

@@ -31,6 +31,7 @@ use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
 use crate::metrics::{Accumulator, Summary};
+use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
 use crate::scheduler::{with_scheduler, Plan, PlanCtx, Scheduler, Seq};
 use crate::workload::Request;
@@ -807,7 +808,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 let ku = (k - 1) as u32;
                 finished = false;
                 for s in &mut self.running {
-                    s.max_gap = s.max_gap.max(d);
+                    s.max_gap = max_f64(s.max_gap, d);
                     if d > thr {
                         s.stalls += ku;
                     }
@@ -983,7 +984,7 @@ fn first_boundary_at_or_after(at: &impl Fn(u64) -> f64, t: f64, k: u64, guess: f
         return k;
     }
     let mut i = if guess.is_finite() {
-        (guess.ceil().max(1.0) as u64).min(k)
+        (max_f64(guess.ceil(), 1.0) as u64).min(k)
     } else {
         1
     };
@@ -1002,7 +1003,7 @@ fn last_boundary_at_or_before(at: &impl Fn(u64) -> f64, t: f64, k: u64, guess: f
         return k;
     }
     let mut i = if guess.is_finite() {
-        (guess.floor().max(1.0) as u64).min(k)
+        (max_f64(guess.floor(), 1.0) as u64).min(k)
     } else {
         1
     };

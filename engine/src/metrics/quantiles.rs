@@ -70,7 +70,7 @@ impl Quantiles {
     pub fn push(&mut self, x: f64) {
         self.n += 1;
         self.sum += x;
-        self.max = self.max.max(x);
+        self.max = crate::num::max_f64(self.max, x);
         if self.exact.len() < self.room {
             self.exact.push(total_order_key(x));
         } else {

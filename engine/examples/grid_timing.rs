@@ -1,0 +1,40 @@
+//! The reference study's default grid (800 runs) on one thread, timed `N` times (default 5):
+//! the engine's speed natively and, built for `wasm32-wasip1`, under a WebAssembly engine.
+//!
+//! ```text
+//! cargo run --release -p engine --example grid_timing -- 5
+//! cargo build --profile wasm-speed -p engine --example grid_timing --target wasm32-wasip1
+//! node --no-warnings e2e/wasi_run.mjs target/wasm32-wasip1/wasm-speed/examples/grid_timing.wasm 5
+//! ```
+use engine::sweep::{run_sweep, SweepSpec};
+use std::time::Instant;
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let spec = SweepSpec::reference_default();
+    let mut times = Vec::new();
+    for i in 0..n {
+        let t = Instant::now();
+        let pts = run_sweep(&spec, None, &mut |_, _| true)
+            .expect("the default grid is valid")
+            .expect("not cancelled");
+        let s = t.elapsed().as_secs_f64();
+        let completed: u64 = pts
+            .iter()
+            .flat_map(|p| &p.summaries)
+            .map(|s| s.completed)
+            .sum();
+        println!(
+            "run {}: {:.3} s ({} runs, {completed} completed)",
+            i + 1,
+            s,
+            spec.runs()
+        );
+        times.push(s);
+    }
+    times.sort_by(f64::total_cmp);
+    println!("median {:.3} s, min {:.3} s", times[(n - 1) / 2], times[0]);
+}
