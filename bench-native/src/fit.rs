@@ -399,6 +399,9 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     })
 }
 
+/// (kind, x, measured [s], model [s]).
+type Residual = (String, f64, f64, f64);
+
 /// Mixed-probe rows as `fit` prepares them: (streams, chunk, prefix, context over the
 /// iteration's sequences, step [s], weight).
 type MixedRow = (f64, u32, u64, f64, f64, f64);
@@ -419,7 +422,7 @@ fn fit_ubatch(
     mixed: &[MixedRow],
     attn_tile: u32,
     kv_window: u32,
-) -> Result<(CostModel, f64, Vec<(String, f64, f64, f64)>), FitError> {
+) -> Result<(CostModel, f64, Vec<Residual>), FitError> {
     let window = UbatchCost {
         kv_window,
         ..UbatchCost::default()
