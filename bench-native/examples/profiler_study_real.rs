@@ -159,6 +159,10 @@ fn microbench_server(rt: &tokio::runtime::Runtime) -> MicrobenchResult {
         mixed_streams: vec![],
         mixed_prompt: 0,
         budget: None,
+        pin_slots: false,
+        layouts: vec![],
+        long_prompt: None,
+        decode_rounds: 1,
     };
     let mut mb = retry(rt, &cfg);
     let long = MicrobenchConfig {

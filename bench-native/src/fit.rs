@@ -17,12 +17,20 @@
 //!   counts like four points. `βmix` (per prompt token of an iteration that also decodes)
 //!   is fitted whenever there are two or more mixed points.
 //!
+//! * `ubatch`: a measured table of one micro-batch's duration by its tokens
+//!   ([`engine::cost::UbatchCost`]), from the decode steps in one micro-batch (k = streams,
+//!   after subtracting `βkv`·context) and the lone prompts (k = prompt tokens), plus
+//!   `βkv`, `βattn`, `βmix` (see [`fit_ubatch`]). Decode points in split slot layouts
+//!   (`DecodePoint::ubatches` > 1) are not fitted by any model; they are in the
+//!   micro-batch model's residuals as its test.
+//!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
-//! "source", "residuals"}`, plus `<stem>.table.json` and `<stem>.linear.json`, each a bare
+//! "ubatch": CostModel, "source", "residuals", "ubatch_residuals"}`, plus
+//! `<stem>.table.json`, `<stem>.linear.json` and `<stem>.ubatch.json`, each a bare
 //! `CostModel` (serde tag `kind`) the engine loads directly.
 
 use crate::microbench::MicrobenchResult;
-use engine::cost::{BatchShape, CostModel, LinearCost, TableCost};
+use engine::cost::{BatchShape, CostModel, LinearCost, TableCost, UbatchCost};
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -73,6 +81,13 @@ pub struct Fit {
     pub linear_rel_rms: f64,
     /// (kind, x, measured [s], linear [s]).
     pub residuals: Vec<(String, f64, f64, f64)>,
+    /// The micro-batch model ([`UbatchCost`]).
+    pub ubatch: CostModel,
+    /// Root-mean-square relative error of the micro-batch model over the points (split
+    /// decode layouts included, which it is not fitted to).
+    pub ubatch_rel_rms: f64,
+    /// (kind, x, measured [s], micro-batch model [s]).
+    pub ubatch_residuals: Vec<(String, f64, f64, f64)>,
 }
 
 /// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens,
@@ -83,6 +98,10 @@ const COLS: usize = 6;
 /// sequence in a micro-batch up (ggml-cpu `GGML_FA_TILE_Q`), and the row-by-row kernel of
 /// the decodes below [tokens].
 pub const LLAMA_CPP_ATTN_TILE: u32 = 64;
+
+/// llama.cpp pads each micro-batch's attention window to a multiple of this many KV
+/// cells, at least one (`llama_kv_cache::get_n_kv`) [cells].
+pub const LLAMA_CPP_KV_WINDOW: u32 = 256;
 
 /// Solves the weighted least squares `min Σ w²(xβ − y)²` over the columns in `free`
 /// (others fixed at 0) by the normal equations (Gaussian elimination, partial pivoting).
@@ -158,9 +177,11 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         .filter(|p| p.1.is_finite() && p.1 > 0.0)
         .collect();
     // (streams, context tokens over the streams, step [s])
-    let mut decode_ctx: Vec<(f64, f64, f64)> = mb
-        .decode
-        .iter()
+    // Points whose streams ran in one micro-batch (the server's choice counts as one);
+    // split layouts only test the micro-batch model.
+    let single = mb.decode.iter().filter(|d| d.ubatches <= 1);
+    let mut decode_ctx: Vec<(f64, f64, f64)> = single
+        .clone()
         .map(|d| (d.streams as f64, d.context_tokens.max(0.0), d.step_s))
         .filter(|p| p.2.is_finite() && p.2 > 0.0)
         .collect();
@@ -179,8 +200,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         }
         d
     } else {
-        mb.decode
-            .iter()
+        single
             .map(|d| (d.streams as f64, d.step_s))
             .filter(|p| p.1.is_finite() && p.1 > 0.0)
             .collect()
@@ -345,6 +365,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             decode_seqs: n as u32,
             context_tokens: if with_context { ctx.round() as u64 } else { 0 },
             prefill_attn: linear.prefill_attn(p, c),
+            decode_ubatches: 1,
         });
         sq += ((m - y) / y).powi(2);
         residuals.push((
@@ -354,12 +375,211 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             m,
         ));
     }
+    let (ubatch, ubatch_rel_rms, ubatch_residuals) = fit_ubatch(
+        mb,
+        &prefill,
+        &decode_ctx,
+        with_context,
+        &mixed,
+        attn_tile,
+        if attn_tile > 0 {
+            LLAMA_CPP_KV_WINDOW
+        } else {
+            0
+        },
+    )?;
     Ok(Fit {
         table,
         linear,
         linear_rel_rms: (sq / residuals.len() as f64).sqrt(),
         residuals,
+        ubatch,
+        ubatch_rel_rms,
+        ubatch_residuals,
     })
+}
+
+/// (kind, x, measured [s], model [s]).
+type Residual = (String, f64, f64, f64);
+
+/// Mixed-probe rows as `fit` prepares them: (streams, chunk, prefix, context over the
+/// iteration's sequences, step [s], weight).
+type MixedRow = (f64, u32, u64, f64, f64, f64);
+
+/// The micro-batch model ([`UbatchCost`]): `βkv` from the decode points' spread in
+/// context (per stream count, least squares on the deviations from that count's mean;
+/// on llama.cpp per KV cell beyond each sequence's first 256-cell window, see
+/// [`UbatchCost::charged_context`]),
+/// the table from the context-free decode steps (k = streams in one micro-batch) and the
+/// lone prompts that fit in one iteration (k = prompt tokens; a k measured both ways is
+/// averaged), then `βattn` and `βmix` from what the table leaves of the mixed
+/// iterations (non-negative least squares, weights as the linear fit's).
+fn fit_ubatch(
+    mb: &MicrobenchResult,
+    prefill: &[(f64, f64)],
+    decode_ctx: &[(f64, f64, f64)],
+    with_context: bool,
+    mixed: &[MixedRow],
+    attn_tile: u32,
+    kv_window: u32,
+) -> Result<(CostModel, f64, Vec<Residual>), FitError> {
+    let window = UbatchCost {
+        kv_window,
+        ..UbatchCost::default()
+    };
+    // (streams, charged context, step [s])
+    let decode_ctx: Vec<(f64, f64, f64)> = decode_ctx
+        .iter()
+        .map(|&(n, c, y)| (n, window.charged_context(c.round() as u64, n as u32), y))
+        .collect();
+    let decode_ctx = &decode_ctx[..];
+    let beta_kv = if with_context {
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        let mut counts: Vec<f64> = decode_ctx.iter().map(|p| p.0).collect();
+        counts.dedup();
+        for n in counts {
+            let g: Vec<&(f64, f64, f64)> = decode_ctx.iter().filter(|p| p.0 == n).collect();
+            let k = g.len() as f64;
+            let (cm, ym) = (
+                g.iter().map(|p| p.1).sum::<f64>() / k,
+                g.iter().map(|p| p.2).sum::<f64>() / k,
+            );
+            for p in g {
+                sxy += (p.1 - cm) * (p.2 - ym);
+                sxx += (p.1 - cm).powi(2);
+            }
+        }
+        if sxx > 0.0 {
+            (sxy / sxx).max(0.0)
+        } else {
+            0.0
+        }
+    } else {
+        0.0
+    };
+    // (tokens, duration, how many points were averaged)
+    let mut table: Vec<(f64, f64, f64)> = Vec::new();
+    let mut add = |k: f64, y: f64| match table.iter_mut().find(|p| p.0 == k) {
+        Some(p) => {
+            p.1 = (p.1 * p.2 + y) / (p.2 + 1.0);
+            p.2 += 1.0;
+        }
+        None => table.push((k, y, 1.0)),
+    };
+    for &(n, c, y) in decode_ctx {
+        add(n, (y - beta_kv * c).max(0.0));
+    }
+    for &(t, y) in prefill {
+        if mb.budget.is_none_or(|b| t <= b as f64) {
+            add(t, y);
+        }
+    }
+    table.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut model = UbatchCost {
+        ubatch: table.iter().map(|p| (p.0, p.1)).collect(),
+        beta_kv,
+        kv_window: if beta_kv > 0.0 { kv_window } else { 0 },
+        attn_tile,
+        ..UbatchCost::default()
+    };
+    let pairs = |p: u64, c: u32| {
+        LinearCost {
+            beta_attn: 1.0,
+            attn_tile,
+            ..LinearCost::default()
+        }
+        .attn_pairs(p, c) as f64
+    };
+    let shape = |n: f64, c: u32, ctx: f64, attn: u64| BatchShape {
+        running: n as u32 + 1,
+        prefill_tokens: c as u64,
+        prefill_seqs: 1,
+        decode_seqs: n as u32,
+        context_tokens: ctx.round() as u64,
+        prefill_attn: attn,
+        decode_ubatches: 1,
+    };
+    if mixed.len() >= 2 {
+        let base_model = CostModel::Ubatch(model.clone());
+        // βattn and βmix are separable only if the pairs per prompt token differ
+        let ratios: Vec<f64> = mixed.iter().map(|m| pairs(m.2, m.1) / m.1 as f64).collect();
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
+        let with_attn = hi > 0.0 && hi > 1.01 * lo;
+        let rows: Vec<([f64; COLS], f64, f64)> = mixed
+            .iter()
+            .map(|&(n, c, p, ctx, y, w)| {
+                let base = base_model.iteration(&shape(n, c, ctx, 0));
+                let mut x = [0.0; COLS];
+                x[4] = pairs(p, c);
+                x[5] = c as f64;
+                (x, y - base, w / y)
+            })
+            .collect();
+        let mut free = [false; COLS];
+        free[4] = with_attn;
+        free[5] = true;
+        if let Some(b) = nonneg_fit(&rows, free) {
+            model.beta_attn = b[4];
+            model.beta_mixed = b[5];
+        }
+    }
+    if model.beta_attn == 0.0 {
+        model.attn_tile = 0;
+    }
+    let cost = CostModel::Ubatch(model);
+    cost.validate()
+        .map_err(|e| FitError::Invalid(e.to_string()))?;
+    let mut residuals = Vec::new();
+    for &(t, y) in prefill {
+        let m: f64 = crate::microbench::mixed_chunks(t as u32, 0, mb.budget)
+            .into_iter()
+            .map(|(c, p)| {
+                cost.iteration(&BatchShape {
+                    running: 1,
+                    prefill_tokens: c as u64,
+                    prefill_seqs: 1,
+                    context_tokens: p,
+                    prefill_attn: cost.prefill_attn(p, c),
+                    ..BatchShape::default()
+                })
+            })
+            .sum();
+        residuals.push(("prefill_tokens".to_string(), t, y, m));
+    }
+    for d in mb
+        .decode
+        .iter()
+        .filter(|d| d.step_s.is_finite() && d.step_s > 0.0)
+    {
+        let m = cost.decode_step_split(d.streams, d.ubatches, d.context_tokens.round() as u64);
+        residuals.push((
+            format!(
+                "decode_streams_in_{}_ubatches@{:.0}_context",
+                d.ubatches, d.context_tokens
+            ),
+            d.streams as f64,
+            d.step_s,
+            m,
+        ));
+    }
+    for &(n, c, p, ctx, y, _) in mixed {
+        let m = cost.iteration(&shape(n, c, ctx, cost.prefill_attn(p, c)));
+        residuals.push((
+            format!("mixed_{n}_streams_{c}_chunk_at_prefix"),
+            p as f64,
+            y,
+            m,
+        ));
+    }
+    let rms = (residuals
+        .iter()
+        .map(|r| ((r.3 - r.2) / r.2).powi(2))
+        .sum::<f64>()
+        / residuals.len().max(1) as f64)
+        .sqrt();
+    Ok((cost, rms, residuals))
 }
 
 /// Reads a microbenchmark JSON.
@@ -392,8 +612,10 @@ pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitErro
     };
     let stem = out.with_extension("");
     let both = json!({
-        "table": f.table, "linear": f.linear, "source": source.display().to_string(),
+        "table": f.table, "linear": f.linear, "ubatch": f.ubatch,
+        "source": source.display().to_string(),
         "linear_rel_rms": f.linear_rel_rms, "residuals": f.residuals,
+        "ubatch_rel_rms": f.ubatch_rel_rms, "ubatch_residuals": f.ubatch_residuals,
         "note": "table and linear are engine::cost::CostModel values (serde tag \"kind\")",
     });
     Ok(vec![
@@ -406,6 +628,10 @@ pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitErro
             PathBuf::from(format!("{}.linear.json", stem.display())),
             json!(f.linear),
         )?,
+        put(
+            PathBuf::from(format!("{}.ubatch.json", stem.display())),
+            json!(f.ubatch),
+        )?,
     ])
 }
 
@@ -417,6 +643,18 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
         println!(
             "linear: beta0 {l} (relative RMS error {:.1} %)",
             f.linear_rel_rms * 100.0
+        );
+    }
+    if let CostModel::Ubatch(u) = &f.ubatch {
+        println!(
+            "ubatch: {} ms per micro-batch of 1 token … {} (relative RMS error {:.1} %)",
+            u.ubatch.first().map_or(f64::NAN, |p| p.1 * 1e3),
+            u.ubatch.last().map_or(String::new(), |p| format!(
+                "{:.1} ms at {} tokens",
+                p.1 * 1e3,
+                p.0
+            )),
+            f.ubatch_rel_rms * 100.0
         );
     }
     for p in files {
@@ -443,6 +681,8 @@ mod tests {
             step_p50_s: 0.0,
             gaps: 10,
             context_tokens: 0.0,
+            slots: vec![],
+            ubatches: 1,
         };
         MicrobenchResult {
             prefill: [32, 128, 512].map(pre).to_vec(),
@@ -490,6 +730,8 @@ mod tests {
                 step_p50_s: 0.0,
                 gaps: 10,
                 context_tokens: ctx,
+                slots: vec![],
+                ubatches: 1,
             });
         }
         let f = fit(&m, false).unwrap();
@@ -542,6 +784,7 @@ mod tests {
             decode_seqs: k,
             context_tokens: ctx.round() as u64 + p,
             prefill_attn: model.prefill_attn(p, c),
+            decode_ubatches: 1,
         };
         let mut m = mb();
         m.budget = Some(32);
@@ -563,6 +806,8 @@ mod tests {
                 step_p50_s: 0.0,
                 gaps: 10,
                 context_tokens: n as f64 * per,
+                slots: vec![],
+                ubatches: 1,
             });
         }
         for k in [1, 2, 4] {
@@ -600,6 +845,93 @@ mod tests {
             panic!()
         };
         assert_eq!((l.beta_attn, l.attn_tile, l.beta_mixed), (0.0, 0, 0.0));
+    }
+
+    /// A known micro-batch model generates lone prompts, decode steps in one micro-batch
+    /// at two contexts, split layouts and the mixed probe; the fit recovers it, and
+    /// predicts the split layouts it was not fitted to.
+    #[test]
+    fn ubatch_model_is_recovered_from_its_own_microbenchmark() {
+        use crate::microbench::MixedPoint;
+        let truth = UbatchCost {
+            ubatch: vec![
+                (1.0, 0.006),
+                (2.0, 0.009),
+                (3.0, 0.011),
+                (4.0, 0.012),
+                (16.0, 0.022),
+                (64.0, 0.06),
+                (256.0, 0.25),
+            ],
+            beta_kv: 1e-5,
+            beta_mixed: 2e-4,
+            ..UbatchCost::default()
+        };
+        let model = CostModel::Ubatch(truth.clone());
+        let mut m = mb();
+        m.prefill = [4u32, 16, 64, 256]
+            .map(|t| PrefillPoint {
+                prompt_tokens: t,
+                latency_s: truth.g(t as f64),
+                samples_s: vec![],
+                server_prompt_s: None,
+            })
+            .to_vec();
+        m.decode.clear();
+        let mut point = |slots: Vec<u32>, per: f64| {
+            let n = slots.len() as u32;
+            let ub = crate::microbench::slot_runs(&slots);
+            m.decode.push(DecodePoint {
+                streams: n,
+                step_s: model.decode_step_split(n, ub, (n as f64 * per) as u64),
+                step_p50_s: 0.0,
+                gaps: 10,
+                context_tokens: n as f64 * per,
+                slots,
+                ubatches: ub,
+            });
+        };
+        for per in [64.0, 304.0] {
+            for n in 1..=4 {
+                point((0..n).collect(), per);
+            }
+            point(vec![0, 2], per);
+            point(vec![0, 1, 3], per);
+        }
+        for k in [1u32, 2] {
+            let ctx = k as f64 * 64.0;
+            m.mixed.push(MixedPoint {
+                streams: k,
+                chunk_tokens: 200,
+                prefix_tokens: 0,
+                context_tokens: ctx,
+                step_s: model.iteration(&BatchShape {
+                    running: k + 1,
+                    prefill_tokens: 200,
+                    prefill_seqs: 1,
+                    decode_seqs: k,
+                    context_tokens: ctx as u64,
+                    prefill_attn: 0,
+                    decode_ubatches: 1,
+                }),
+                gaps: 4,
+            });
+        }
+        let f = fit(&m, false).unwrap();
+        let CostModel::Ubatch(u) = &f.ubatch else {
+            panic!()
+        };
+        assert!(f.ubatch_rel_rms < 1e-9, "{u:?} {}", f.ubatch_rel_rms);
+        assert!((u.beta_kv - 1e-5).abs() < 1e-12, "{u:?}");
+        assert!((u.beta_mixed - 2e-4).abs() < 1e-12, "{u:?}");
+        for (k, y) in &truth.ubatch {
+            assert!((u.g(*k) - y).abs() < 1e-12, "{k}: {u:?}");
+        }
+        // the linear and table fits see only the one-micro-batch points
+        let CostModel::Table(t) = &f.table else {
+            panic!()
+        };
+        assert_eq!(t.decode.len(), 4);
     }
 
     #[test]

@@ -6,7 +6,15 @@
 //! * **Decode**: N concurrent streams started together (short prompt, `--decode-tokens`
 //!   output each); the step latency is the mean gap between consecutive chunks inside the
 //!   window where all N streams are decoding (after the last first token, before the first
-//!   stream ends).
+//!   stream ends). With `--pin-slots` (llama.cpp) stream i runs in slot i (`id_slot`), so
+//!   the N decodes are consecutive slots and one micro-batch (llama.cpp with per-slot KV
+//!   runs each run of consecutive slot ids as a separate forward pass; unpinned, the
+//!   server's slot choice decides, and 2 streams in slots {0, 3} cost ≈ 2 single
+//!   decodes); `--layouts` adds decode points in given slot sets (e.g. `0+2`, two
+//!   micro-batches). `--long-prompt` adds a second curve with that prompt, so the context
+//!   per stream varies and `fit` can identify the per-context-token cost. `--decode-rounds`
+//!   repeats the whole decode curve, stream counts interleaved, so machine drift hits every
+//!   point alike; the gaps of all rounds are pooled.
 //! * **Mixed** (optional, `--mixed-streams`): k streams decode (short prompt) while one
 //!   `--mixed-prompt`-token prompt is prefilled. Every iteration of that prefill carries
 //!   k decodes and one prompt chunk, so the streams' inter-token gaps that end at the
@@ -38,7 +46,12 @@ Examples:
   bench-native fit mb.json --out fit.json
 
   # also prefill a 512-token prompt while 1, 2 or 4 streams decode, on a -b 32 server
-  bench-native microbench --mixed-streams 1,2,4 --mixed-prompt 512 --budget 32 --out mb.json";
+  bench-native microbench --mixed-streams 1,2,4 --mixed-prompt 512 --budget 32 --out mb.json
+
+  # llama-server -np 4: decodes pinned to slots 0..n-1, two split layouts, a long-context
+  # curve, every decode point measured in 2 interleaved rounds
+  bench-native microbench --streams 1,2,3,4 --pin-slots --layouts 0+2,0+1+3 \
+      --long-prompt 256 --decode-rounds 2 --out mb.json";
 
 /// Arguments of `microbench`.
 #[derive(Debug, clap::Args)]
@@ -72,6 +85,20 @@ pub struct MicrobenchArgs {
     /// `max_num_batched_tokens`), to place the mixed probe's prompt chunks.
     #[arg(long)]
     pub budget: Option<u32>,
+    /// Run decode stream i in slot i (llama.cpp `id_slot`), and the mixed probe's prompt
+    /// in the slot after its streams.
+    #[arg(long)]
+    pub pin_slots: bool,
+    /// Extra decode points in these slot sets (`+`-separated slot ids, e.g. `0+2`);
+    /// implies pinning.
+    #[arg(long, value_delimiter = ',')]
+    pub layouts: Vec<String>,
+    /// Prompt of a second decode curve (longer context per stream) [tokens].
+    #[arg(long)]
+    pub long_prompt: Option<u32>,
+    /// Rounds of the decode curve (interleaved; gaps pooled).
+    #[arg(long, default_value_t = 1)]
+    pub decode_rounds: usize,
     /// Output JSON (a CSV with the same stem is written beside it).
     #[arg(long, default_value = "microbench.json")]
     pub out: PathBuf,
@@ -95,6 +122,14 @@ pub struct MicrobenchConfig {
     pub mixed_prompt: u32,
     /// The server's per-iteration token budget; `None`: the prompt is one chunk.
     pub budget: Option<u32>,
+    /// Decode stream i in slot i, the mixed probe's prompt after its streams (llama.cpp).
+    pub pin_slots: bool,
+    /// Extra decode points in these slot sets (pinned).
+    pub layouts: Vec<Vec<u32>>,
+    /// Prompt of a second decode curve [tokens].
+    pub long_prompt: Option<u32>,
+    /// Rounds of the decode curve, interleaved.
+    pub decode_rounds: usize,
 }
 
 /// One prefill point.
@@ -123,6 +158,36 @@ pub struct DecodePoint {
     pub gaps: usize,
     /// Mean context in KV over the streams during the window [tokens].
     pub context_tokens: f64,
+    /// Slots the streams ran in (empty: the server chose).
+    #[serde(default)]
+    pub slots: Vec<u32>,
+    /// Micro-batches per step: runs of consecutive slot ids (1 when the server chose).
+    #[serde(default = "one")]
+    pub ubatches: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Runs of consecutive ids in `slots` (sorted): the micro-batches llama.cpp with per-slot
+/// KV splits their decodes into.
+pub fn slot_runs(slots: &[u32]) -> u32 {
+    let mut s = slots.to_vec();
+    s.sort_unstable();
+    s.dedup();
+    (s.len() as u32).saturating_sub(s.windows(2).filter(|w| w[1] == w[0] + 1).count() as u32)
+}
+
+/// Parses a `--layouts` entry (`0+2`).
+pub fn parse_layout(text: &str) -> Result<Vec<u32>, String> {
+    text.split('+')
+        .map(|x| {
+            x.trim()
+                .parse::<u32>()
+                .map_err(|e| format!("layout {text}: {e}"))
+        })
+        .collect()
 }
 
 /// One mixed iteration: `streams` decodes plus one prompt chunk.
@@ -177,11 +242,13 @@ pub async fn microbench(
         .await?
         .without_connection_reuse()?;
     let longest = cfg.prompt_lengths.iter().copied().max().unwrap_or(1) as u64 + 1;
-    ep.check_fits(longest.max(cfg.decode_prompt as u64 + cfg.decode_tokens as u64))?;
+    let decode_prompt = cfg.long_prompt.unwrap_or(0).max(cfg.decode_prompt);
+    ep.check_fits(longest.max(decode_prompt as u64 + cfg.decode_tokens as u64))?;
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
     if cfg.use_tokenizer {
         let mut lens = cfg.prompt_lengths.clone();
         lens.push(cfg.decode_prompt);
+        lens.extend(cfg.long_prompt);
         if !cfg.mixed_streams.is_empty() {
             lens.push(cfg.mixed_prompt);
         }
@@ -190,7 +257,9 @@ pub async fn microbench(
     let metadata = crate::run::server_metadata(&ep).await;
     pb.set_length(
         (cfg.prompt_lengths.len() * cfg.repeats
-            + cfg.streams.len()
+            + (cfg.streams.len() + cfg.layouts.len())
+                * (1 + cfg.long_prompt.is_some() as usize)
+                * cfg.decode_rounds.max(1)
             + cfg.mixed_streams.len() * cfg.repeats) as u64,
     );
     let t0 = Instant::now();
@@ -237,60 +306,47 @@ pub async fn microbench(
         });
     }
 
+    // Every decode point: (streams, slots or empty = the server's choice, prompt),
+    // measured in `decode_rounds` interleaved rounds, gaps pooled.
+    let mut points: Vec<(u32, Vec<u32>, u32)> = Vec::new();
+    for prompt in std::iter::once(cfg.decode_prompt).chain(cfg.long_prompt) {
+        for &n in &cfg.streams {
+            let n = n.max(1);
+            let slots = if cfg.pin_slots {
+                (0..n).collect()
+            } else {
+                Vec::new()
+            };
+            points.push((n, slots, prompt));
+        }
+        for l in cfg.layouts.iter().filter(|l| !l.is_empty()) {
+            points.push((l.len() as u32, l.clone(), prompt));
+        }
+    }
+    let mut gaps: Vec<Vec<f64>> = vec![Vec::new(); points.len()];
+    for _ in 0..cfg.decode_rounds.max(1) {
+        for (g, (n, slots, prompt)) in gaps.iter_mut().zip(&points) {
+            let got = decode_gaps(cfg, &ep, &prompts, &mut id, *n, slots, *prompt, t0).await?;
+            g.extend(got);
+            pb.inc(1);
+        }
+    }
     let mut decode = Vec::new();
-    for &n in &cfg.streams {
-        let mut tasks = Vec::new();
-        for _ in 0..n.max(1) {
-            id += 1;
-            let body = ep.body(&prompts.prompt(id, cfg.decode_prompt), cfg.decode_tokens);
-            let (ep, timeout) = (ep.clone(), cfg.timeout);
-            tasks.push(tokio::spawn(
-                async move { ep.stream(t0, &body, timeout).await },
-            ));
-        }
-        let mut results = Vec::new();
-        for t in tasks {
-            let r = t.await.map_err(|e| RunError::Invalid(e.to_string()))?;
-            if let Some(e) = &r.error {
-                return Err(RunError::Invalid(format!(
-                    "decode with {n} streams failed: {e}"
-                )));
-            }
-            results.push(r);
-        }
-        let start = results
-            .iter()
-            .filter_map(|r| r.token_chunk_s.first().copied())
-            .fold(f64::MIN, f64::max);
-        let end = results
-            .iter()
-            .filter_map(|r| r.token_chunk_s.last().copied())
-            .fold(f64::MAX, f64::min);
-        let mut gaps = Vec::new();
-        for r in &results {
-            for w in r.token_chunk_s.windows(2) {
-                if w[0] >= start && w[1] <= end {
-                    gaps.push(w[1] - w[0]);
-                }
-            }
-        }
-        if gaps.is_empty() {
-            // streams did not overlap enough: fall back to every gap
-            gaps = results
-                .iter()
-                .flat_map(|r| r.token_chunk_s.windows(2).map(|w| w[1] - w[0]))
-                .collect();
-        }
-        let step_s = gaps.iter().sum::<f64>() / gaps.len().max(1) as f64;
-        let context = n as f64 * (cfg.decode_prompt as f64 + cfg.decode_tokens as f64 / 2.0);
+    for (g, (n, slots, prompt)) in gaps.iter().zip(&points) {
+        let context = *n as f64 * (*prompt as f64 + cfg.decode_tokens as f64 / 2.0);
         decode.push(DecodePoint {
-            streams: n,
-            step_s,
-            step_p50_s: median(&gaps).unwrap_or(f64::NAN),
-            gaps: gaps.len(),
+            streams: *n,
+            step_s: g.iter().sum::<f64>() / g.len().max(1) as f64,
+            step_p50_s: median(g).unwrap_or(f64::NAN),
+            gaps: g.len(),
             context_tokens: context,
+            slots: slots.clone(),
+            ubatches: if slots.is_empty() {
+                1
+            } else {
+                slot_runs(slots)
+            },
         });
-        pb.inc(1);
     }
 
     let mut mixed = Vec::new();
@@ -332,6 +388,67 @@ pub async fn microbench(
     })
 }
 
+/// One decode measurement: `n` streams (in `slots`, if given) of a `prompt`-token prompt
+/// started together; the gaps between consecutive chunks while all of them decode [s].
+#[allow(clippy::too_many_arguments)]
+async fn decode_gaps(
+    cfg: &MicrobenchConfig,
+    ep: &Endpoint,
+    prompts: &PromptBuilder,
+    id: &mut u64,
+    n: u32,
+    slots: &[u32],
+    prompt: u32,
+    t0: Instant,
+) -> Result<Vec<f64>, RunError> {
+    let mut tasks = Vec::new();
+    for i in 0..n as usize {
+        *id += 1;
+        let mut body = ep.body(&prompts.prompt(*id, prompt), cfg.decode_tokens);
+        if let Some(&slot) = slots.get(i) {
+            body["id_slot"] = serde_json::json!(slot);
+        }
+        let (ep, timeout) = (ep.clone(), cfg.timeout);
+        tasks.push(tokio::spawn(
+            async move { ep.stream(t0, &body, timeout).await },
+        ));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        let r = t.await.map_err(|e| RunError::Invalid(e.to_string()))?;
+        if let Some(e) = &r.error {
+            return Err(RunError::Invalid(format!(
+                "decode with {n} streams failed: {e}"
+            )));
+        }
+        results.push(r);
+    }
+    let start = results
+        .iter()
+        .filter_map(|r| r.token_chunk_s.first().copied())
+        .fold(f64::MIN, f64::max);
+    let end = results
+        .iter()
+        .filter_map(|r| r.token_chunk_s.last().copied())
+        .fold(f64::MAX, f64::min);
+    let mut gaps = Vec::new();
+    for r in &results {
+        for w in r.token_chunk_s.windows(2) {
+            if w[0] >= start && w[1] <= end {
+                gaps.push(w[1] - w[0]);
+            }
+        }
+    }
+    if gaps.is_empty() {
+        // streams did not overlap enough: fall back to every gap
+        gaps = results
+            .iter()
+            .flat_map(|r| r.token_chunk_s.windows(2).map(|w| w[1] - w[0]))
+            .collect();
+    }
+    Ok(gaps)
+}
+
 /// One run of the mixed probe with `k` streams.
 struct MixedProbe {
     /// Per chunk, one duration per stream [s].
@@ -363,9 +480,12 @@ async fn mixed_probe(
     // enough tokens to decode through the warm-up, every chunk and a margin
     let out = 96 + 2 * n_chunks;
     let mut tasks = Vec::new();
-    for _ in 0..k.max(1) {
+    for slot in 0..k.max(1) {
         *id += 1;
-        let body = ep.body(&prompts.prompt(*id, cfg.decode_prompt), out);
+        let mut body = ep.body(&prompts.prompt(*id, cfg.decode_prompt), out);
+        if cfg.pin_slots {
+            body["id_slot"] = serde_json::json!(slot);
+        }
         let (ep, timeout) = (ep.clone(), cfg.timeout);
         tasks.push(tokio::spawn(
             async move { ep.stream(t0, &body, timeout).await },
@@ -373,7 +493,10 @@ async fn mixed_probe(
     }
     tokio::time::sleep(Duration::from_millis(250)).await;
     *id += 1;
-    let body = ep.body(&prompts.prompt(*id, cfg.mixed_prompt), 1);
+    let mut body = ep.body(&prompts.prompt(*id, cfg.mixed_prompt), 1);
+    if cfg.pin_slots {
+        body["id_slot"] = serde_json::json!(k.max(1));
+    }
     let long = ep.stream(t0, &body, cfg.timeout).await;
     if let Some(e) = long.error {
         return Err(fail(e));
@@ -453,8 +576,21 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
         ])?;
     }
     for d in &result.decode {
+        let curve = if d.slots.is_empty() {
+            format!("decode_streams_at_{:.0}_context", d.context_tokens)
+        } else {
+            format!(
+                "decode_streams_in_slots_{}_at_{:.0}_context",
+                d.slots
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                d.context_tokens
+            )
+        };
         w.write_record([
-            "decode_streams".to_string(),
+            curve,
             d.streams.to_string(),
             d.step_s.to_string(),
             d.step_p50_s.to_string(),
@@ -492,6 +628,15 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
         mixed_streams: args.mixed_streams.clone(),
         mixed_prompt: args.mixed_prompt,
         budget: args.budget,
+        pin_slots: args.pin_slots || !args.layouts.is_empty(),
+        layouts: args
+            .layouts
+            .iter()
+            .map(|l| parse_layout(l))
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?,
+        long_prompt: args.long_prompt,
+        decode_rounds: args.decode_rounds,
     };
     let rt = crate::run::runtime()?;
     let pb = crate::run::progress_bar(false);
@@ -506,8 +651,11 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
     }
     for d in &result.decode {
         println!(
-            "decode  {:>6} streams: {:7.2} ms/step ({} gaps)",
+            "decode  {:>6} streams in {:?} ({} micro-batches, {:.0} context tokens): {:7.2} ms/step ({} gaps)",
             d.streams,
+            d.slots,
+            d.ubatches,
+            d.context_tokens,
             d.step_s * 1e3,
             d.gaps
         );
@@ -523,4 +671,29 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
     }
     println!("wrote {} and {}", args.out.display(), csv.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_layouts_count_runs_of_consecutive_slots() {
+        assert_eq!(slot_runs(&[0]), 1);
+        assert_eq!(slot_runs(&[0, 1, 2, 3]), 1);
+        assert_eq!(slot_runs(&[2, 0]), 2);
+        assert_eq!(slot_runs(&[0, 1, 3]), 2);
+        assert_eq!(slot_runs(&[]), 0);
+        assert_eq!(parse_layout("0+1+3"), Ok(vec![0, 1, 3]));
+        assert!(parse_layout("0+x").is_err());
+    }
+
+    #[test]
+    fn decode_points_written_before_layouts_read_as_one_micro_batch() {
+        let d: DecodePoint = serde_json::from_str(
+            r#"{"streams": 2, "step_s": 0.01, "step_p50_s": 0.01, "gaps": 9, "context_tokens": 128}"#,
+        )
+        .unwrap();
+        assert_eq!((d.ubatches, d.slots.len()), (1, 0));
+    }
 }

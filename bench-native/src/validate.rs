@@ -2,9 +2,12 @@
 //!
 //! Against one running server URL, back to back (so both see the same machine load):
 //!
-//! 1. `microbench` it (prefill vs prompt length, decode step vs 1..=slots streams);
-//! 2. `fit` a cost model (linear by default, the measured table with `--cost table`),
-//!    pooling a second microbenchmark taken right after the measurement;
+//! 1. `microbench` it (prefill vs prompt length, decode step vs 1..=slots streams at a
+//!    short and a long context; on llama-server the decodes are pinned to consecutive
+//!    slots, plus two split slot layouts, and the mixed probe);
+//! 2. `fit` a cost model (the micro-batch model `engine::cost::UbatchCost` by default,
+//!    `--cost linear` or `table` for the others), pooling a second microbenchmark taken
+//!    right after the measurement;
 //! 3. build one request trace per rate — ShareGPT lengths scaled by `--scale` and capped
 //!    at `--max-len` (and the server's per-slot context), Poisson arrivals — and simulate
 //!    it with the server's configuration read from its metadata;
@@ -21,9 +24,13 @@
 //! `vllm:cache_config_info`) is `ServerConfig::vllm_v1(max_num_seqs, blocks, block size,
 //! max_num_batched_tokens)`: chunked prefill, paged KV, recompute preemption, no
 //! watermark. Neither server publishes its budget (`-b`, `max_num_batched_tokens`): pass
-//! `--budget`; vLLM does not publish `max_num_seqs` either: pass `--slots`. Not modelled:
-//! llama.cpp's choice of a slot by prompt similarity (the `llama_cpp` policy takes the
-//! least recently used idle slot) and the HTTP thread / task queue hop between arrival
+//! `--budget`; vLLM does not publish `max_num_seqs` either: pass `--slots`. The
+//! `llama_cpp` policy tracks slots because they shape the cost: with per-slot KV a
+//! batch's decodes run as one forward pass per run of consecutive slot ids, so the
+//! policy reports those runs and the micro-batch cost sums them. Slot choice by prompt
+//! similarity is modelled only as bench-native's prompts trigger it (prompts under 10
+//! tokens share their BOS with a used slot and take the lowest-index one). Not modelled:
+//! a prompt sharing more than its BOS, the HTTP thread / task queue hop between arrival
 //! and the next iteration; vLLM's prefix caching.
 //!
 //! Arrival rates default to fractions of the saturation throughput that the fitted model
@@ -66,6 +73,27 @@ rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.cs
 pub enum CostKind {
     Table,
     Linear,
+    /// Measured micro-batch table plus linear context / attention / mixed terms
+    /// (`engine::cost::UbatchCost`).
+    Ubatch,
+}
+
+impl CostKind {
+    /// The model reported beside this one.
+    pub fn alt(self) -> CostKind {
+        match self {
+            CostKind::Ubatch => CostKind::Linear,
+            CostKind::Linear | CostKind::Table => CostKind::Ubatch,
+        }
+    }
+
+    fn of(self, f: &fit::Fit) -> CostModel {
+        match self {
+            CostKind::Table => f.table.clone(),
+            CostKind::Linear => f.linear.clone(),
+            CostKind::Ubatch => f.ubatch.clone(),
+        }
+    }
 }
 
 /// Arguments of `validate`.
@@ -99,17 +127,25 @@ pub struct ValidateArgs {
     /// KV capacity [tokens] (default: from the server's metadata).
     #[arg(long)]
     pub kv_tokens: Option<u64>,
-    /// Cost model used for the prediction (the other one's median error is reported too).
-    /// Linear by default: on a loaded machine single decode points are noisy (±30 %), and
-    /// the table interpolates that noise while the least-squares line averages it.
-    #[arg(long, value_enum, default_value_t = CostKind::Linear)]
+    /// Cost model used for the prediction (the median error of `ubatch`, or of `linear`
+    /// if `ubatch` is chosen, is reported too). `ubatch` by default: on llama-server a
+    /// forward pass is not linear in its tokens, and per-slot KV splits decodes in
+    /// non-consecutive slots into separate passes (`engine::cost::UbatchCost`).
+    #[arg(long, value_enum, default_value_t = CostKind::Ubatch)]
     pub cost: CostKind,
     /// Microbenchmark prompt lengths (those above the cap are dropped).
-    #[arg(long, value_delimiter = ',', default_value = "4,16,64,128,256,512")]
+    #[arg(long, value_delimiter = ',', default_value = "4,16,64,128,256,448,512")]
     pub mb_prompts: Vec<u32>,
     /// Microbenchmark repeats per prompt length.
     #[arg(long, default_value_t = 3)]
     pub mb_repeats: usize,
+    /// Rounds of the microbenchmark's decode curves (interleaved, gaps pooled).
+    #[arg(long, default_value_t = 2)]
+    pub mb_decode_rounds: usize,
+    /// Prompt of the microbenchmark's long-context decode curve [tokens] (capped at half
+    /// the length cap; 0: no such curve, `βkv` stays 0).
+    #[arg(long, default_value_t = 256)]
+    pub mb_long_prompt: u32,
     /// Output tokens per microbenchmark decode stream.
     #[arg(long, default_value_t = 96)]
     pub mb_decode_tokens: u32,
@@ -370,6 +406,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         streams.push(model.slots);
     }
     let decode_tokens = args.mb_decode_tokens.min(cap.saturating_sub(17)).max(8);
+    let llama = meta.get("server_kind").and_then(Value::as_str) == Some("llama_cpp");
     let mbc = MicrobenchConfig {
         endpoint: endpoint.clone(),
         prompt_lengths: prompts,
@@ -388,16 +425,25 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
             .collect(),
         mixed_prompt: args.mb_mixed_prompt.min(cap.saturating_sub(1)).max(1),
         budget: Some(model.budget),
+        // llama.cpp: decodes pinned to consecutive slots, plus two split layouts
+        pin_slots: llama,
+        layouts: if llama {
+            [vec![0, 2], vec![0, 1, 3]]
+                .into_iter()
+                .filter(|l| l.iter().all(|&s| s < model.slots))
+                .collect()
+        } else {
+            Vec::new()
+        },
+        long_prompt: Some(args.mb_long_prompt.min(cap / 2)).filter(|&p| p > 16),
+        decode_rounds: args.mb_decode_rounds.max(1),
     };
     eprintln!("1/4 microbenchmark (before the measurement)");
     let mb_pre = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
     microbench::write(&mb_pre, &out.join("microbench_pre.json"))?;
 
     // 2. rates from the pre-measurement fit's saturation throughput
-    let pick = |f: &fit::Fit| match args.cost {
-        CostKind::Table => (f.table.clone(), f.linear.clone()),
-        CostKind::Linear => (f.linear.clone(), f.table.clone()),
-    };
+    let pick = |f: &fit::Fit| (args.cost.of(f), args.cost.alt().of(f));
     let capacity_pre = capacity(args, &model, &pick(&fit::fit(&mb_pre, false)?).0, cap)?;
     let rates: Vec<f64> = match &args.rates {
         Some(r) => r.clone(),
@@ -506,7 +552,22 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
 fn steps(m: &MicrobenchResult) -> String {
     m.decode
         .iter()
-        .map(|d| format!("{:.1}", d.step_s * 1e3))
+        .map(|d| {
+            if d.slots.is_empty() {
+                format!("{:.1}", d.step_s * 1e3)
+            } else {
+                format!(
+                    "{{{}}}@{:.0}: {:.1}",
+                    d.slots
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    d.context_tokens,
+                    d.step_s * 1e3
+                )
+            }
+        })
         .collect::<Vec<_>>()
         .join(" / ")
 }
@@ -542,7 +603,7 @@ pub fn pool(a: &MicrobenchResult, b: &MicrobenchResult) -> MicrobenchResult {
                 step_s: (x.step_s * x.gaps as f64 + y.step_s * y.gaps as f64) / n,
                 step_p50_s: (x.step_p50_s + y.step_p50_s) / 2.0,
                 gaps: x.gaps + y.gaps,
-                context_tokens: x.context_tokens,
+                ..x.clone()
             }
         })
         .collect();
@@ -634,8 +695,9 @@ fn markdown(
         s,
         "Server: {} slots, {} KV tokens (per slot {}), token budget {} (llama.cpp `-b`, vLLM \
          `max_num_batched_tokens`). Model: max_batch = slots, {}, budget as the \
-         server's, first token after prefill, drain; cost = fitted **{:?}** (linear fit \
-         relative RMS {:.1} %). \
+         server's, first token after prefill, drain; cost = fitted **{:?}** (relative RMS \
+         over the microbenchmark's points: linear {:.1} %, micro-batch {:.1} %, split slot \
+         layouts included). \
          Workload: ShareGPT lengths × {}, prompt + output ≤ {cap}, Poisson, seed {}, {} \
          requests per rate, the same trace replayed against the server and simulated. \
          Predicted saturation {:.2} req/s.\n",
@@ -646,6 +708,7 @@ fn markdown(
         kv_text(m),
         args.cost,
         f.linear_rel_rms * 100.0,
+        f.ubatch_rel_rms * 100.0,
         args.scale,
         args.seed,
         args.requests,
@@ -663,6 +726,20 @@ fn markdown(
         pre.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
         post.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
     );
+    let split: Vec<String> = f
+        .ubatch_residuals
+        .iter()
+        .filter(|r| r.0.starts_with("decode_streams_in_") && !r.0.contains("_in_1_"))
+        .map(|r| format!("{} ({}): {:.1} / {:.1} ms", r.0, r.1, r.3 * 1e3, r.2 * 1e3))
+        .collect();
+    if !split.is_empty() {
+        let _ = writeln!(
+            s,
+            "Decode steps in split slot layouts (not fitted; the micro-batch model sums one \
+             forward pass per run of consecutive slots), predicted / measured: {}.\n",
+            split.join("; ")
+        );
+    }
     let _ = writeln!(
         s,
         "Each cell: predicted / measured (relative error = (pred − meas) / meas). Times in ms, \
@@ -693,10 +770,7 @@ fn markdown(
         r.rates.len() * METRICS.len(),
         r.median_abs_rel_error * 100.0,
         args.cost,
-        match args.cost {
-            CostKind::Table => "linear",
-            CostKind::Linear => "table",
-        },
+        format!("{:?}", args.cost.alt()).to_lowercase(),
         r.median_abs_rel_error_alt * 100.0
     );
     let _ = writeln!(

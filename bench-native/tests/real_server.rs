@@ -288,6 +288,10 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
         mixed_streams: vec![],
         mixed_prompt: 0,
         budget: None,
+        pin_slots: false,
+        layouts: vec![],
+        long_prompt: None,
+        decode_rounds: 1,
     };
     let mb = runtime()
         .block_on(microbench::microbench(&cfg, &ProgressBar::hidden()))

@@ -7,11 +7,13 @@ mod linear;
 mod reference;
 pub mod roofline;
 mod table;
+mod ubatch;
 
 pub use linear::LinearCost;
 pub use reference::ReferenceCost;
 pub use roofline::RooflineCost;
 pub use table::TableCost;
+pub use ubatch::UbatchCost;
 
 use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
@@ -33,6 +35,11 @@ pub struct BatchShape {
     /// pair: the sum of [`CostModel::prefill_attn`] over the prefilling sequences (0 for
     /// models without such a term) [pairs].
     pub prefill_attn: u64,
+    /// Micro-batches the decoding sequences are split into: llama.cpp with per-slot KV
+    /// (`-np` > 1 without `-kvu`) puts only consecutive slot ids in one micro-batch, so
+    /// decodes in slots {0, 2} run as two forward passes. 0 = not tracked (one)
+    /// [micro-batches].
+    pub decode_ubatches: u32,
 }
 
 /// Iteration duration as a function of the batch.
@@ -46,6 +53,9 @@ pub enum CostModel {
     Linear(LinearCost),
     /// Interpolated measured decode step and prefill latencies.
     Table(TableCost),
+    /// Measured cost of one micro-batch by its tokens, summed over the iteration's
+    /// micro-batches, plus linear context, attention and mixed terms.
+    Ubatch(UbatchCost),
     /// GPU × model roofline: compute-bound prefill, bandwidth-bound decode.
     Roofline(RooflineCost),
 }
@@ -66,6 +76,7 @@ impl CostModel {
             CostModel::Reference(c) => c.validate(),
             CostModel::Linear(c) => c.validate(),
             CostModel::Table(c) => c.validate(),
+            CostModel::Ubatch(c) => c.validate(),
             CostModel::Roofline(c) => c.validate(),
         }
     }
@@ -77,6 +88,7 @@ impl CostModel {
             CostModel::Reference(c) => c.iteration(b),
             CostModel::Linear(c) => c.iteration(b),
             CostModel::Table(c) => c.iteration(b),
+            CostModel::Ubatch(c) => c.iteration(b),
             CostModel::Roofline(c) => c.iteration(b),
         }
     }
@@ -88,6 +100,19 @@ impl CostModel {
             running: n,
             decode_seqs: n,
             context_tokens: context,
+            ..BatchShape::default()
+        })
+    }
+
+    /// Duration of a pure decode iteration of `n` sequences split into `ubatches`
+    /// micro-batches (see [`BatchShape::decode_ubatches`]) [s].
+    #[inline]
+    pub fn decode_step_split(&self, n: u32, ubatches: u32, context: u64) -> f64 {
+        self.iteration(&BatchShape {
+            running: n,
+            decode_seqs: n,
+            context_tokens: context,
+            decode_ubatches: ubatches,
             ..BatchShape::default()
         })
     }
@@ -111,6 +136,7 @@ impl CostModel {
     pub fn prefill_attn(&self, prefix: u64, chunk: u32) -> u64 {
         match self {
             CostModel::Linear(c) => c.attn_pairs(prefix, chunk),
+            CostModel::Ubatch(c) => c.attn_pairs(prefix, chunk),
             _ => 0,
         }
     }
@@ -121,6 +147,7 @@ impl CostModel {
     pub fn depends_on_context(&self) -> bool {
         match self {
             CostModel::Linear(c) => c.beta_kv != 0.0,
+            CostModel::Ubatch(c) => c.beta_kv != 0.0,
             CostModel::Roofline(c) => c.kv_bytes_per_elem != 0.0,
             _ => false,
         }
@@ -175,6 +202,17 @@ impl PreparedCost {
 
     pub fn depends_on_context(&self) -> bool {
         self.model.depends_on_context()
+    }
+
+    /// As [`CostModel::decode_step_split`]; one micro-batch (or 0, untracked) is
+    /// [`PreparedCost::decode_step`].
+    #[inline]
+    pub fn decode_step_split(&self, n: u32, ubatches: u32, context: u64) -> f64 {
+        if ubatches <= 1 {
+            self.decode_step(n, context)
+        } else {
+            self.model.decode_step_split(n, ubatches, context)
+        }
     }
 
     /// As [`CostModel::prefill_attn`].

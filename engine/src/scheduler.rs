@@ -115,6 +115,9 @@ pub struct Plan {
     pub prefill_seqs: u32,
     /// The first `decode_seqs` running sequences (all prefilled) decode one token each.
     pub decode_seqs: u32,
+    /// Micro-batches the decodes are split into ([`crate::cost::BatchShape::decode_ubatches`];
+    /// 0 = not tracked by the policy).
+    pub decode_ubatches: u32,
 }
 
 impl Plan {

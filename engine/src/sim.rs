@@ -434,7 +434,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 }
             }
             let step = if plan.is_pure_decode(self.running.len()) && !self.context_cost {
-                self.decode_run(&mut requests)
+                self.decode_run(&mut requests, plan.decode_ubatches)
             } else {
                 self.iteration(plan, &mut requests)
             };
@@ -688,6 +688,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             } else {
                 0
             },
+            decode_ubatches: plan.decode_ubatches,
         };
         let d = self.cost.iteration(&shape);
         let t_end = self.t + d;
@@ -732,9 +733,13 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// A run of identical pure-decode iterations, jumped in one step.
-    fn decode_run<I: Iterator<Item = Request>>(&mut self, requests: &mut Pending<I>) -> Step {
+    fn decode_run<I: Iterator<Item = Request>>(
+        &mut self,
+        requests: &mut Pending<I>,
+        ubatches: u32,
+    ) -> Step {
         let n = self.running.len();
-        let d = self.cost.decode_step(n as u32, 0);
+        let d = self.cost.decode_step_split(n as u32, ubatches, 0);
         let a = match self.anchor {
             Some(a) if a.epoch == self.epoch && a.d == d => a,
             _ => Anchor {

@@ -232,6 +232,7 @@ impl Ours {
                         decode_seqs: b.saturating_sub(1),
                         context_tokens: self.cost_ctx(b),
                         prefill_attn: self.cfg.cost.prefill_attn(0, t as u32),
+                        decode_ubatches: 0,
                     })
                 };
                 let (t0, t1) = (it(lo as u64), it(lo as u64 + 1));

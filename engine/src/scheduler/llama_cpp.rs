@@ -5,10 +5,16 @@
 //! * A request waits in the task queue until a slot is idle, then takes the idle slot that
 //!   was **released longest ago** (`get_available_slot`: the loop keeps a slot whose
 //!   `t_last_used <= t_last`, so among slots never used, or released together, the one with
-//!   the **highest index** wins). Prompt-similarity reuse is left out: the server first
-//!   looks for an idle slot whose cached prompt shares more than 10 % of the new prompt
-//!   (`--slot-prompt-similarity`), and bench-native's prompts share only their first
-//!   one or two tokens, which passes that bar only for prompts under ~20 tokens.
+//!   the **highest index** wins). Before that the server looks for an idle slot whose
+//!   cached tokens share more than 10 % of the new prompt (`--slot-prompt-similarity`,
+//!   first best wins, so the lowest index among equals). bench-native's prompts share
+//!   only their first token (BOS) with a used slot's cache, so a prompt of fewer than
+//!   [`SHORT_PROMPT`] tokens takes the **lowest-index idle slot that has served
+//!   before**, and a longer one the LRU slot.
+//! * With per-slot KV the batch is cut into micro-batches of consecutive slot ids
+//!   (`split_equal(…, sequential = true)`): the plan reports how many runs of
+//!   consecutive slots the decoding sequences form ([`Plan::decode_ubatches`]), each a
+//!   separate forward pass.
 //! * Tasks are assigned to slots before each batch is built (`update_slots`), whether or
 //!   not the batch has room for their prompt yet.
 //! * The batch takes one token for every generating slot, then prompt tokens **slot by
@@ -24,6 +30,10 @@
 //! CTX / SLOTS tokens) is the KV configuration of [`crate::ServerConfig::llama_cpp`].
 
 use super::{Fifo, Plan, PlanCtx, Scheduler, Seq};
+
+/// Prompts shorter than this take a used slot by prompt similarity: a shared BOS is
+/// 1/n of an n-token prompt, above llama-server's 10 % threshold for n < 10 [tokens].
+pub const SHORT_PROMPT: u32 = 10;
 
 #[derive(Debug, Default)]
 pub struct LlamaCpp {
@@ -52,9 +62,17 @@ impl LlamaCpp {
         }
     }
 
-    /// The idle slot the next request takes: released longest ago, ties to the highest
-    /// index.
-    fn pick_slot(&self) -> Option<usize> {
+    /// The idle slot a request with a `prompt`-token prompt takes: a short prompt the
+    /// lowest-index idle slot that has served before (prompt similarity), otherwise the
+    /// one released longest ago, ties to the highest index.
+    fn pick_slot(&self, prompt: u32) -> Option<usize> {
+        if prompt < SHORT_PROMPT {
+            let used = (0..self.occupant.len())
+                .find(|&i| self.occupant[i].is_none() && self.last_used[i] >= 0);
+            if used.is_some() {
+                return used;
+            }
+        }
         let mut best: Option<usize> = None;
         for (i, occ) in self.occupant.iter().enumerate() {
             if occ.is_none() && best.is_none_or(|b| self.last_used[i] <= self.last_used[b]) {
@@ -62,6 +80,26 @@ impl LlamaCpp {
             }
         }
         best
+    }
+
+    /// Runs of consecutive slot ids among the slots of `decoding` (one micro-batch each).
+    fn decode_runs(&self, decoding: &[Seq]) -> u32 {
+        if decoding.len() <= 1 {
+            return decoding.len() as u32;
+        }
+        let mut ids: Vec<u64> = Vec::new();
+        let all = decoding.len() == self.busy;
+        if !all {
+            ids = decoding.iter().map(|s| s.req.id).collect();
+            ids.sort_unstable();
+        }
+        let (mut runs, mut prev) = (0, false);
+        for occ in &self.occupant {
+            let on = occ.is_some_and(|id| all || ids.binary_search(&id).is_ok());
+            runs += (on && !prev) as u32;
+            prev = on;
+        }
+        runs
     }
 
     fn slot_of(&self, id: u64) -> usize {
@@ -83,8 +121,13 @@ impl Scheduler for LlamaCpp {
         // Queued requests take idle slots.
         let mut admitted = false;
         while ctx.running.len() < ctx.max_batch {
-            let Some(slot) = self.pick_slot() else { break };
-            let Some(blocks) = self.waiting.front().and_then(|s| ctx.take_blocks_for(s)) else {
+            let Some(head) = self.waiting.front() else {
+                break;
+            };
+            let Some(slot) = self.pick_slot(head.req.prompt) else {
+                break;
+            };
+            let Some(blocks) = ctx.take_blocks_for(head) else {
                 break;
             };
             let s = self.waiting.pop_front().expect("the head was just seen");
@@ -103,7 +146,9 @@ impl Scheduler for LlamaCpp {
             }
         }
         // The batch: a token for every generating slot, then prompt tokens slot by slot.
-        ctx.plan_budgeted().0
+        let mut plan = ctx.plan_budgeted().0;
+        plan.decode_ubatches = self.decode_runs(&ctx.running[..plan.decode_seqs as usize]);
+        plan
     }
 }
 
