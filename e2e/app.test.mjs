@@ -194,9 +194,18 @@ await check('Learn view: a lesson runs live, a control changes it, the URL follo
 });
 await check('reference grid (800 runs) runs in the workers', async () => {
   await page.click('.bench summary');
-  await page.click('#run-grid');
-  await page.waitForFunction(() => document.documentElement.dataset.gridMs, null, { timeout: 120000 });
-  numbers.grid_800_runs_ms = Number(await page.evaluate(() => document.documentElement.dataset.gridMs));
+  // Three runs, each clicked as soon as the last one ends (the first right after a sweep):
+  // a single wall time on a shared 2-core machine says little; all three are printed.
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    await page.evaluate(() => { delete document.documentElement.dataset.gridMs; });
+    await page.click('#run-grid');
+    await page.waitForFunction(() => document.documentElement.dataset.gridMs, null, { timeout: 120000 });
+    runs.push(Number(await page.evaluate(() => document.documentElement.dataset.gridMs)));
+  }
+  numbers.grid_800_runs_ms = runs.join(' / ');
+  numbers.grid_800_median_ms = [...runs].sort((a, b) => a - b)[1];
+  assert(/800 runs/.test(await page.textContent('#grid-result')), 'no grid result shown');
 });
 await check('wasm < 1.5 MB gzipped', async () => {
   let total = 0;
@@ -212,7 +221,7 @@ await browser.close();
 closeServer();
 fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
-  `800-run reference grid ${numbers.grid_800_runs_ms} ms; wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
+  `800-run reference grid ${numbers.grid_800_runs_ms} ms (median ${numbers.grid_800_median_ms}); wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
   `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms} ms`);
 console.log(`e2e: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
