@@ -127,6 +127,50 @@ await check('a shared URL gives the same view', async () => {
   await other.page.screenshot({ path: path.join(shots, 'shared.png'), fullPage: true });
   await other.page.close();
 });
+await check('a K too small for any request says so visibly, and the message goes when K is fixed', async () => {
+  const k = await open(base + '?K=10');
+  await sweepDone(k.page, null);
+  await k.page.waitForTimeout(300);
+  const diag = await k.page.evaluate(() => { const e = document.getElementById('diagnosis'); return e && e.offsetParent ? e.textContent : null; });
+  assert(/no request fits in K = 10 tokens: every request is rejected \(blocking 100 %\)/.test(diag || ''), `diagnosis: ${diag}`);
+  // Any worker error is on show, never in a hidden element.
+  const hidden = await k.page.evaluate(() => [...document.querySelectorAll('.error')].filter((e) => !e.offsetParent && e.textContent).map((e) => e.textContent));
+  assert(hidden.length === 0, `hidden errors: ${hidden.join(' | ')}`);
+  await k.page.screenshot({ path: path.join(shots, 'k10.png'), fullPage: true });
+  const prev = await k.page.evaluate(() => document.documentElement.dataset.sweepDone);
+  await k.page.fill('input[data-key="K"]', '8192');
+  await k.page.dispatchEvent('input[data-key="K"]', 'change');
+  await sweepDone(k.page, prev);
+  await k.page.waitForTimeout(300);
+  const left = await k.page.evaluate(() => [document.getElementById('diagnosis')?.textContent, document.querySelector('#status .error')?.textContent].filter(Boolean));
+  assert(left.length === 0, `stale messages: ${left.join(' | ')}`);
+  assert(/req\/s/.test(await k.page.textContent('#capacity')), 'no capacity after fixing K');
+  await k.page.close();
+});
+await check('an invalid value corrected back to the last one clears the error and re-runs', async () => {
+  const q = await open(base);
+  await sweepDone(q.page, null);
+  for (const [key, bad, good, says] of [['B', '0', '8', /^max batch B \[seqs\] must be at least 1/], ['rate', 'abc', '4', /^chosen λ \[req\/s\]: 'abc' is not a valid value/]]) {
+    const prev = await q.page.evaluate(() => document.documentElement.dataset.sweepDone);
+    await q.page.fill(`input[data-key="${key}"]`, bad);
+    await q.page.dispatchEvent(`input[data-key="${key}"]`, 'change');
+    await q.page.waitForSelector('#param-error');
+    const msg = await q.page.textContent('#param-error');
+    assert(says.test(msg), `${key}=${bad}: ${msg}`);
+    await q.page.fill(`input[data-key="${key}"]`, good);
+    await q.page.dispatchEvent(`input[data-key="${key}"]`, 'change');
+    await sweepDone(q.page, prev);
+    assert(!(await q.page.$('#param-error')), `${key}: error still shown after ${bad} → ${good}`);
+  }
+  // A one-configuration file measured at another B says so.
+  const text = fs.readFileSync(path.join(dist, 'examples', 'llama-server-summary.csv'), 'utf8');
+  await q.page.setInputFiles('#file-input', { name: 'llama-server-summary.csv', mimeType: 'text/csv', buffer: Buffer.from(text) });
+  await q.page.waitForSelector('#measured-notes li');
+  const note = await q.page.textContent('#measured-notes');
+  assert(/measured at B = 4, K = 8192; the view is B = 8, K = 8192/.test(note), note);
+  assert(q.errors.length === 0, q.errors.join(' | '));
+  await q.page.close();
+});
 await check('other views draw (CDF, over time, timeline)', async () => {
   for (const [label, file] of [['TTFT distribution', 'cdf.png'], ['Over time', 'time.png'], ['Timeline', 'timeline.png']]) {
     await page.click(`button.tab:has-text("${label}")`);

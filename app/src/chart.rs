@@ -8,6 +8,7 @@ use crate::curves::{CurvePoint, ModelCurve};
 use crate::measured::MeasuredSet;
 use crate::metric::Metric;
 use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 /// Colours of the series (simulation, models, measured sets).
@@ -60,6 +61,25 @@ pub struct LoadChart<'a> {
     pub chosen_rate: Option<f64>,
     /// A horizontal SLO line in the metric's unit.
     pub slo: Option<f64>,
+    /// Written across the plot area: why it is empty, say.
+    pub note: Option<&'a str>,
+}
+
+/// The SLO lines: dark and dashed, unlike the light solid gridlines.
+pub const SLO_COLOR: RGBColor = RGBColor(40, 40, 40);
+
+/// Tick labels of a count axis (requests, batch, queue): whole numbers only.
+fn count_label(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-6 {
+        format!("{v:.0}")
+    } else {
+        String::new()
+    }
+}
+
+/// The top of a count axis: at least 1, whole numbers a little above the largest count.
+fn count_max(v: f64) -> f64 {
+    nice_max(v.max(1.0)).ceil()
 }
 
 type DrawResult = Result<Geometry, String>;
@@ -162,6 +182,8 @@ pub fn draw_load<DB: DrawingBackend>(
                 .map(|v| (p.rate, v, p.get(m).ci95.unwrap_or(0.0)))
         })
         .collect();
+    // Whether any series has a legend entry (else no empty legend box is drawn).
+    let mut labelled = !sim.is_empty();
     if !sim.is_empty() {
         let mut band: Vec<(f64, f64)> =
             sim.iter().map(|&(r, v, h)| (r, (v + h).min(y.1))).collect();
@@ -206,6 +228,7 @@ pub fn draw_load<DB: DrawingBackend>(
                     PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
                 });
                 first = false;
+                labelled = true;
             }
         }
     }
@@ -219,6 +242,7 @@ pub fn draw_load<DB: DrawingBackend>(
         if pts.is_empty() {
             continue;
         }
+        labelled = true;
         chart
             .draw_series(pts.iter().filter_map(|&(r, v, sd)| {
                 sd.map(|sd| {
@@ -239,14 +263,32 @@ pub fn draw_load<DB: DrawingBackend>(
             .legend(move |(x, y)| Cross::new((x + 9, y), 5, col.stroke_width(3)));
     }
     if let Some(slo) = c.slo.filter(|s| *s < y.1) {
+        labelled = true;
         chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(x.0, slo), (x.1, slo)],
-                RGBColor(120, 120, 120).stroke_width(1),
-            )))
+            .draw_series(DashedLineSeries::new(
+                [(x.0, slo), (x.1, slo)],
+                8,
+                5,
+                SLO_COLOR.stroke_width(2),
+            ))
             .map_err(err)?
-            .label("SLO")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(120, 120, 120)));
+            .label(format!("SLO ({} ≤ {slo})", m.label()))
+            .legend(|(x, y)| {
+                DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, SLO_COLOR.stroke_width(2))
+            });
+        let style = ("sans-serif", 13).into_font().color(&SLO_COLOR).pos(
+            plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Right,
+                plotters::style::text_anchor::VPos::Bottom,
+            ),
+        );
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("SLO {slo} "),
+                (x.1, slo),
+                style,
+            )))
+            .map_err(err)?;
     }
     if let Some(r) = c.chosen_rate {
         chart
@@ -256,14 +298,32 @@ pub fn draw_load<DB: DrawingBackend>(
             )))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)?;
+    if let Some(note) = c.note {
+        let style = ("sans-serif", 16)
+            .into_font()
+            .color(&RGBColor(179, 38, 30))
+            .pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Center,
+            ));
+        chart
+            .draw_series(std::iter::once(Text::new(
+                note.to_string(),
+                ((x.0 + x.1) / 2.0, (y.0 + y.1) / 2.0),
+                style,
+            )))
+            .map_err(err)?;
+    }
+    if labelled {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+    }
     area.present().map_err(err)?;
     Ok(geometry(&chart, x, y))
 }
@@ -324,13 +384,17 @@ pub fn draw_cdf<DB: DrawingBackend>(
     }
     if let Some(slo) = slo.filter(|s| *s < x.1) {
         chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(slo, 0.0), (slo, 1.0)],
-                RGBColor(120, 120, 120),
-            )))
+            .draw_series(DashedLineSeries::new(
+                [(slo, 0.0), (slo, 1.0)],
+                8,
+                5,
+                SLO_COLOR.stroke_width(2),
+            ))
             .map_err(err)?
-            .label("TTFT SLO")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(120, 120, 120)));
+            .label(format!("TTFT SLO ({slo} s)"))
+            .legend(|(x, y)| {
+                DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, SLO_COLOR.stroke_width(2))
+            });
     }
     chart
         .configure_series_labels()
@@ -355,8 +419,36 @@ pub struct StatePoint {
     pub kv_used: f64,
 }
 
+/// Height of a [`header`] line [px].
+const HEADER_PX: i32 = 28;
+
+/// A line above a chart: its caption (which run it shows), then a legend of line samples
+/// — outside the plot, so the legend never covers the data.
+fn header<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    entries: &[(&str, RGBColor)],
+) -> Result<(), String> {
+    let text = ("sans-serif", 14).into_font().color(&RGBColor(29, 36, 48));
+    let (mut x, y) = (12, 8);
+    area.draw_text(caption, &text, (x, y)).map_err(err)?;
+    x += area.estimate_text_size(caption, &text).map_err(err)?.0 as i32 + 28;
+    let small = ("sans-serif", 13).into_font().color(&RGBColor(29, 36, 48));
+    for (label, col) in entries {
+        area.draw(&PathElement::new(
+            vec![(x, y + 8), (x + 18, y + 8)],
+            col.stroke_width(2),
+        ))
+        .map_err(err)?;
+        x += 24;
+        area.draw_text(label, &small, (x, y + 1)).map_err(err)?;
+        x += area.estimate_text_size(label, &small).map_err(err)?.0 as i32 + 20;
+    }
+    Ok(())
+}
+
 /// Queue length and running batch (top) and KV use as a fraction of capacity (bottom)
-/// over time.
+/// over time, under a header naming the run (`caption`) with the legend.
 ///
 /// # Errors
 /// The backend's drawing error, as text.
@@ -364,11 +456,19 @@ pub fn draw_timeseries<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     pts: &[StatePoint],
     kv_capacity: f64,
+    caption: &str,
 ) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
-    let (top, bottom) = area.split_vertically(area.dim_in_pixel().1 as i32 * 3 / 5);
+    let (head, rest) = area.split_vertically(HEADER_PX);
+    let col_w = MODEL_COLORS[0];
+    header(
+        &head,
+        caption,
+        &[("waiting (queue)", col_w), ("running (batch)", SIM)],
+    )?;
+    let (top, bottom) = rest.split_vertically(rest.dim_in_pixel().1 as i32 * 3 / 5);
     let tmax = nice_max(pts.iter().map(|p| p.t).fold(0.0, f64::max));
-    let nmax = nice_max(
+    let nmax = count_max(
         pts.iter()
             .map(|p| p.waiting.max(p.running))
             .fold(1.0, f64::max),
@@ -383,35 +483,23 @@ pub fn draw_timeseries<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .y_desc("requests")
+        .y_label_formatter(&count_label)
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
-    let col_w = MODEL_COLORS[0];
     chart
         .draw_series(LineSeries::new(
             pts.iter().map(|p| (p.t, p.waiting)),
             col_w.stroke_width(1),
         ))
-        .map_err(err)?
-        .label("waiting")
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col_w.stroke_width(2)));
+        .map_err(err)?;
     chart
         .draw_series(LineSeries::new(
             pts.iter().map(|p| (p.t, p.running)),
             SIM.stroke_width(1),
         ))
-        .map_err(err)?
-        .label("running (batch)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], SIM.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
         .map_err(err)?;
     let geo = geometry(&chart, x, (0.0, nmax));
     let cap = kv_capacity.max(1.0);
@@ -424,6 +512,7 @@ pub fn draw_timeseries<DB: DrawingBackend>(
     kv.configure_mesh()
         .x_desc("time [s]")
         .y_desc("KV used / capacity")
+        .y_labels(6)
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
@@ -519,7 +608,8 @@ impl Span {
 
 /// Request timeline: one row per request — waiting (arrival → admitted), prefill
 /// (admitted → first token), decode (first token → finish); rejected requests crossed.
-/// `first_token_after_decode` (the reference rules) says so in the prefill legend.
+/// `first_token_after_decode` (the reference rules) says so in the prefill legend;
+/// `caption` (which run it is) goes above the chart.
 ///
 /// # Errors
 /// The backend's drawing error, as text.
@@ -527,8 +617,12 @@ pub fn draw_timeline<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     spans: &[Span],
     first_token_after_decode: bool,
+    caption: &str,
 ) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
+    let (head, area) = area.split_vertically(HEADER_PX);
+    header(&head, caption, &[])?;
+    let area = &area;
     let tmax = nice_max(
         spans
             .iter()
@@ -548,6 +642,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("time [s]")
         .y_desc("request (arrival order)")
+        .y_label_formatter(&count_label)
         .disable_y_mesh()
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 13))
@@ -1007,6 +1102,7 @@ mod tests {
             measured: &measured,
             chosen_rate: Some(2.0),
             slo: Some(0.35),
+            note: None,
         };
         let mut geo = Geometry::default();
         let s = svg(|root| geo = draw_load(root, &chart).unwrap());
@@ -1025,6 +1121,117 @@ mod tests {
         assert!(geo.x_px.1 > geo.x_px.0 && geo.x.1 >= 4.0);
         let mid = (geo.x_px.0 + geo.x_px.1) as f64 / 2.0;
         assert!((geo.x_at(mid).unwrap() - geo.x.1 / 2.0).abs() < 0.05);
+    }
+
+    /// The text of every `<text>` element of an SVG.
+    fn texts(svg: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                Some(
+                    t.split_once('>')?
+                        .1
+                        .split_once("</text>")?
+                        .0
+                        .trim()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_slo_line_is_dashed_dark_and_labelled() {
+        let pts = curve();
+        let chart = LoadChart {
+            metric: Metric::P99Ttft,
+            points: &pts,
+            slo: Some(0.35),
+            ..LoadChart::default()
+        };
+        let s = svg(|root| {
+            draw_load(root, &chart).unwrap();
+        });
+        // Dashes are separate short segments in the SLO colour, unlike the gridlines.
+        let dark = format!(
+            "stroke=\"#{:02X}{:02X}{:02X}\"",
+            SLO_COLOR.0, SLO_COLOR.1, SLO_COLOR.2
+        );
+        assert!(
+            s.matches(&dark).count() >= 10,
+            "dashes: {}",
+            s.matches(&dark).count()
+        );
+        let t = texts(&s);
+        assert!(t.iter().any(|x| x.contains("SLO 0.35")), "{t:?}");
+        assert!(t.iter().any(|x| x.contains("SLO (p99 TTFT")), "{t:?}");
+    }
+
+    #[test]
+    fn count_axes_have_whole_number_ticks() {
+        let pts: Vec<StatePoint> = (0..50)
+            .map(|i| StatePoint {
+                t: i as f64,
+                waiting: (i % 7) as f64,
+                running: 3.0,
+                kv_used: 0.0,
+            })
+            .collect();
+        let s = svg(|root| {
+            draw_timeseries(root, &pts, 8192.0, "run").unwrap();
+        });
+        let t = texts(&s);
+        for n in ["0", "1", "6"] {
+            assert!(t.iter().any(|x| x == n), "tick {n} in {t:?}");
+        }
+        // (Time runs 0, 5, 10 … s: a 6.0 or 7.0 could only be a count with decimals.)
+        assert!(!t.iter().any(|x| x == "6.0" || x == "7.0"), "{t:?}");
+        // The legend is in the header, not over the data: its labels sit above the plot.
+        let legend_y = |label: &str| -> i32 {
+            let at = s.find(label).expect(label);
+            let tag = &s[s[..at].rfind("<text").unwrap()..at];
+            let y = tag.split("y=\"").nth(1).unwrap().split('"').next().unwrap();
+            y.parse().unwrap()
+        };
+        assert!(legend_y("waiting (queue)") < HEADER_PX);
+        assert!(legend_y("running (batch)") < HEADER_PX);
+        let spans: Vec<Span> = (0..12)
+            .map(|i| Span {
+                arrival: i as f64,
+                first_token: Some(i as f64 + 0.5),
+                finish: Some(i as f64 + 1.0),
+                ..Span::default()
+            })
+            .collect();
+        let s = svg(|root| {
+            draw_timeline(root, &spans, false, "run").unwrap();
+        });
+        let t = texts(&s);
+        assert!(t.iter().any(|x| x == "10"), "{t:?}");
+    }
+
+    #[test]
+    fn an_empty_chart_can_say_why() {
+        let s = svg(|root| {
+            draw_load(
+                root,
+                &LoadChart {
+                    metric: Metric::P99Ttft,
+                    note: Some("no request fits in K = 10 tokens"),
+                    ..LoadChart::default()
+                },
+            )
+            .unwrap();
+        });
+        assert!(texts(&s)
+            .iter()
+            .any(|x| x == "no request fits in K = 10 tokens"));
+        // Nothing to name: no (empty) legend box — only the background and plot rects.
+        assert!(
+            s.matches("<rect").count() <= 2,
+            "{}",
+            s.matches("<rect").count()
+        );
     }
 
     #[test]
@@ -1058,9 +1265,13 @@ mod tests {
             })
             .collect();
         let s = svg(|root| {
-            draw_timeseries(root, &pts, 8192.0).unwrap();
+            draw_timeseries(root, &pts, 8192.0, "simulation at λ = 4 req/s (seed 0)").unwrap();
         });
         assert!(s.contains("waiting") && s.contains("KV used"));
+        assert!(
+            s.contains("simulation at λ = 4 req/s (seed 0)"),
+            "says which run"
+        );
         let spans = vec![
             Span {
                 arrival: 0.0,
@@ -1076,7 +1287,7 @@ mod tests {
             },
         ];
         let s = svg(|root| {
-            draw_timeline(root, &spans, false).unwrap();
+            draw_timeline(root, &spans, false, "λ = 4 req/s (seed 0)").unwrap();
         });
         assert!(
             s.matches("<rect").count() >= 4,
@@ -1085,7 +1296,7 @@ mod tests {
         assert!(s.contains("rejected") && s.contains("waiting (arrival"));
         assert!(s.contains("prefill (admitted"));
         let s = svg(|root| {
-            draw_timeline(root, &spans, true).unwrap();
+            draw_timeline(root, &spans, true, "").unwrap();
         });
         assert!(
             s.contains("reference rules"),
@@ -1097,7 +1308,7 @@ mod tests {
             ..spans[0]
         }];
         let s = svg(|root| {
-            draw_timeline(root, &merged, false).unwrap();
+            draw_timeline(root, &merged, false, "").unwrap();
         });
         assert!(s.contains("waiting + prefill") && !s.contains("waiting (arrival"));
     }

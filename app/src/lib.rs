@@ -16,7 +16,6 @@ pub mod learn_ui;
 pub mod measured;
 pub mod metric;
 pub mod params;
-#[cfg(target_arch = "wasm32")]
 pub mod pool;
 #[cfg(target_arch = "wasm32")]
 pub mod ui;

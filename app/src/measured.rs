@@ -320,7 +320,9 @@ fn parse_summary_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
                 }
             }
         };
-        let (b, k) = (int(b_c)?, int(k_c)?);
+        // 0 is how `bench-native run` writes "unknown" (a server it cannot ask).
+        let known = |x: Option<u64>| x.filter(|v| *v > 0);
+        let (b, k) = (known(int(b_c)?), known(int(k_c)?));
         let mut p = MeasuredPoint::new(rate);
         for (m, mean, std) in &metric_cols {
             let v = num(&f[*mean]);
@@ -342,6 +344,10 @@ fn parse_summary_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         k_c.map(|_| ctx.kv_tokens),
     );
     let chosen = if configs.len() <= 1 {
+        if b_c.is_some() || k_c.is_some() {
+            let file = configs.iter().next().copied().unwrap_or_default();
+            notes.extend(config_note(file, (ctx.max_batch as u64, ctx.kv_tokens)));
+        }
         None
     } else if configs.contains(&want) {
         notes.push(format!(
@@ -369,6 +375,33 @@ fn parse_summary_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError>
         .collect();
     points.sort_by(|a, b| a.rate.total_cmp(&b.rate));
     Ok((points, notes))
+}
+
+/// The note for a file measured at one configuration `file` = (B, K) (None: the file
+/// does not say) when it is not the view's: the errors would compare different servers.
+fn config_note(file: (Option<u64>, Option<u64>), view: (u64, u64)) -> Option<String> {
+    let differs = file.0.is_some_and(|b| b != view.0) || file.1.is_some_and(|k| k != view.1);
+    let show = |x: Option<u64>| x.map_or("unknown".to_string(), |v| v.to_string());
+    let measured = format!("B = {}, K = {}", show(file.0), show(file.1));
+    let shown = format!("B = {}, K = {}", view.0, view.1);
+    if differs {
+        Some(format!(
+            "this file was measured at {measured}; the view is {shown} — errors compare different servers"
+        ))
+    } else if file.0.is_none() || file.1.is_none() {
+        Some(format!(
+            "this file does not say all of its configuration ({measured}; 0 or empty means unknown); the view is {shown} — the errors assume they match"
+        ))
+    } else {
+        None
+    }
+}
+
+/// An arrival rate for a table cell [req/s]: at most three decimals, no trailing zeros
+/// (1.6780423965510918 → "1.678", 0.5 → "0.5").
+pub fn fmt_rate(r: f64) -> String {
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn parse_request_csv(body: &str, ctx: &Context) -> Result<Parsed, MeasuredError> {
@@ -594,6 +627,51 @@ mod tests {
 0.5,8,8192,5,0.08,0.01,0.07,0.01,0.15,0.02,0.2,0.03,0.5,0.01,0.0,0.0
 1.0,4,8192,5,0.5,0.01,0.4,0.01,0.9,0.02,1.3,0.03,0.9,0.01,0.1,0.0
 ";
+
+    #[test]
+    fn one_configuration_is_compared_with_the_view() {
+        // A llama.cpp server at B = 4 dropped on the default view (B = 8).
+        let csv =
+            "arrival_rate,max_batch_size,kv_budget,p99_ttft_mean\n1.6780423965510918,4,8192,0.2\n";
+        let s = parse("llama.csv", csv, &ctx()).unwrap();
+        assert_eq!(s.points.len(), 1, "still overlaid");
+        assert_eq!(s.notes.len(), 1, "{:?}", s.notes);
+        assert!(
+            s.notes[0].contains("measured at B = 4, K = 8192; the view is B = 8, K = 8192")
+                && s.notes[0].contains("different servers"),
+            "{:?}",
+            s.notes
+        );
+        // The view's own configuration: nothing to say.
+        let same = Context {
+            max_batch: 4,
+            ..ctx()
+        };
+        assert!(parse("llama.csv", csv, &same).unwrap().notes.is_empty());
+        // `bench-native run` writes 0 for what it cannot know.
+        let unknown = "arrival_rate,max_batch_size,kv_budget,p99_ttft_mean\n2,0,0,0.2\n";
+        let s = parse("run.csv", unknown, &ctx()).unwrap();
+        assert!(
+            s.notes[0].contains("B = unknown, K = unknown") && s.notes[0].contains("assume"),
+            "{:?}",
+            s.notes
+        );
+        // Known K that differs, unknown B: still a different server.
+        let k_only = "arrival_rate,max_batch_size,kv_budget,p99_ttft_mean\n2,0,4096,0.2\n";
+        let s = parse("run.csv", k_only, &ctx()).unwrap();
+        assert!(s.notes[0].contains("different servers"), "{:?}", s.notes);
+        // No B/K columns at all: no claim either way.
+        let bare = "arrival_rate,p99_ttft_mean\n2,0.2\n";
+        assert!(parse("bare.csv", bare, &ctx()).unwrap().notes.is_empty());
+    }
+
+    #[test]
+    fn rates_in_tables_are_rounded() {
+        assert_eq!(fmt_rate(1.6780423965510918), "1.678");
+        assert_eq!(fmt_rate(1.139593038692236), "1.14");
+        assert_eq!(fmt_rate(0.5), "0.5");
+        assert_eq!(fmt_rate(12.0), "12");
+    }
 
     #[test]
     fn summary_csv_filters_to_the_current_configuration() {

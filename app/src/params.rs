@@ -5,6 +5,7 @@
 //! [`Params::from_query`] reads it back (unknown keys ignored, bad values reported and
 //! left at the preset's value), so a shared link reproduces the same view.
 
+use crate::curves::CurvePoint;
 use crate::metric::Metric;
 use engine::config::{EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
@@ -282,6 +283,69 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
     Ok(v)
 }
 
+/// Every text field of the page: URL key, the name the engine's messages use for it (if
+/// they name it), and its label on the page.
+pub const FIELDS: [(&str, Option<&str>, &str); 20] = [
+    ("k", Some("burstiness"), "burstiness k"),
+    ("rates", None, "rates λ [req/s]"),
+    ("rate", None, "chosen λ [req/s]"),
+    ("pm", Some("prompt median"), "prompt median [tok]"),
+    ("ps", Some("prompt sigma"), "prompt σ"),
+    ("om", Some("output median"), "output median [tok]"),
+    ("os", Some("output sigma"), "output σ"),
+    ("fp", Some("prompt tokens"), "prompt [tok]"),
+    ("fo", Some("output tokens"), "output [tok]"),
+    ("B", Some("max_batch"), "max batch B [seqs]"),
+    ("K", Some("kv_tokens"), "KV capacity K [tokens]"),
+    ("block", Some("block_size"), "block size [tokens]"),
+    ("budget", Some("token_budget"), "token budget [tokens]"),
+    ("b0", Some("beta0"), "β0 [s]"),
+    ("bp", Some("beta_prefill"), "β prefill [s/token]"),
+    ("bd", Some("beta_decode"), "β decode [s/seq]"),
+    ("T", Some("horizon_s"), "horizon T [s]"),
+    ("seeds", None, "seeds"),
+    ("slo_ttft", Some("slo_ttft_s"), "SLO TTFT [s]"),
+    ("slo_tpot", Some("slo_tpot_s"), "SLO TPOT [s]"),
+];
+
+/// The page label of the field with URL key `key` (the key itself if it has none).
+pub fn label(key: &str) -> &str {
+    FIELDS.iter().find(|f| f.0 == key).map_or(key, |f| f.2)
+}
+
+/// An engine validation message with the engine's parameter names replaced by the
+/// page's labels ("max_batch must be at least 1, got 0" → "max batch B [seqs] must be at
+/// least 1, got 0"), so every message names a field the user can find. The engine's
+/// text is not changed otherwise.
+pub fn page_message(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for (_, engine, page) in FIELDS {
+        let Some(engine) = engine else { continue };
+        out = replace_word(&out, engine, page);
+    }
+    out
+}
+
+/// Replaces `word` where it stands alone (not inside a longer identifier).
+fn replace_word(s: &str, word: &str, with: &str) -> String {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(word) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + word.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(ident) || after.is_some_and(ident) {
+            out.push_str(word);
+        } else {
+            out.push_str(with);
+        }
+        rest = &rest[i + word.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Formats rates as the comma list [`parse_rates`] reads.
 pub fn format_rates(r: &[f64]) -> String {
     r.iter().map(|x| fmt_num(*x)).collect::<Vec<_>>().join(",")
@@ -399,23 +463,58 @@ impl Params {
     /// Checks the parameters the way the engine will, plus the page's own limits.
     ///
     /// # Errors
-    /// A readable message.
+    /// A readable message naming the fields by their labels on the page
+    /// ([`page_message`]).
     pub fn validate(&self) -> Result<(), String> {
         if self.rates.is_empty() {
-            return Err("give at least one arrival rate".into());
+            return Err(format!(
+                "{}: give at least one arrival rate",
+                label("rates")
+            ));
         }
         if !(1..=50).contains(&self.seeds) {
-            return Err("seeds must be between 1 and 50".into());
+            return Err(format!("{} must be between 1 and 50", label("seeds")));
         }
         if !(self.horizon_s > 0.0 && self.horizon_s <= 100_000.0) {
-            return Err("horizon must be in (0, 100000] s".into());
+            return Err(format!("{} must be in (0, 100000]", label("T")));
         }
         for r in self.rates.iter().chain([&self.rate]) {
             self.sim_config(*r, 0)
                 .validate()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| page_message(&e.to_string()))?;
         }
         Ok(())
+    }
+
+    /// Sets the field `key` from the text the user typed: the new parameters, or a
+    /// message naming the field by its label when the text is not a value of that field.
+    /// Whether the parameters as a whole are valid is [`Params::validate`]'s business.
+    ///
+    /// # Errors
+    /// "chosen λ [req/s]: 'abc' is not a valid value".
+    pub fn edited(&self, key: &str, text: &str) -> Result<Params, String> {
+        let mut p = self.clone();
+        if p.set(key, text.trim()) {
+            Ok(p)
+        } else {
+            Err(format!("{}: '{text}' is not a valid value", label(key)))
+        }
+    }
+
+    /// What the simulated `points` (swept with these parameters) say is wrong with the
+    /// parameters as a whole, in plain words: so far, that no request fits in the KV
+    /// cache — every arrival is rejected even at the lowest rate, the curves of every
+    /// latency metric are empty and the models have nothing to predict.
+    pub fn diagnose(&self, points: &[CurvePoint]) -> Option<String> {
+        let lowest = points.first()?;
+        let blocking = lowest.get(Metric::Blocking);
+        (blocking.n > 0 && blocking.mean? >= 1.0 - 1e-9).then(|| {
+            format!(
+                "no request fits in K = {} tokens: every request is rejected (blocking 100 %) — raise {}",
+                self.kv_tokens,
+                label("K")
+            )
+        })
     }
 
     /// The URL query string (without `?`) that reproduces this view.
@@ -633,6 +732,95 @@ mod tests {
         assert_eq!(p.get("rates"), "1,2.5");
         assert_eq!(p.get("B"), "8");
         assert_eq!(p.get("nope"), "");
+    }
+
+    #[test]
+    fn messages_name_fields_by_their_page_labels() {
+        let p = Params {
+            max_batch: 0,
+            ..Params::default()
+        };
+        let e = p.validate().unwrap_err();
+        assert_eq!(e, "max batch B [seqs] must be at least 1, got 0");
+        let p = Params {
+            fixed_prompt: 300,
+            fixed_output: 100,
+            lengths: Lengths::Fixed,
+            kv_tokens: 256,
+            ..Params::default()
+        };
+        let e = p.validate().unwrap_err();
+        assert!(e.ends_with("raise KV capacity K [tokens]"), "{e}");
+        // Only whole words: a longer identifier keeps its name.
+        assert_eq!(
+            page_message("max_batch_x and beta0 + beta_decode > 0"),
+            "max_batch_x and β0 [s] + β decode [s/seq] > 0"
+        );
+        assert_eq!(
+            Params::default().edited("rate", "abc").unwrap_err(),
+            "chosen λ [req/s]: 'abc' is not a valid value"
+        );
+        // Every text field has a label, and each label is unique.
+        let mut labels: Vec<&str> = FIELDS.iter().map(|f| f.2).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), FIELDS.len());
+        for (key, _, _) in FIELDS {
+            assert!(
+                !Params::default().get(key).is_empty(),
+                "{key} is a parameter"
+            );
+        }
+    }
+
+    #[test]
+    fn correcting_a_value_gives_back_the_same_parameters() {
+        // B = 0 is a number (set), but invalid (validate says so by its label); setting
+        // 8 again gives parameters equal to the last valid ones, which validate.
+        let shown = Params::default();
+        let bad = shown.edited("B", "0").unwrap();
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .starts_with("max batch B [seqs]"));
+        let back = bad.edited("B", " 8 ").unwrap();
+        assert_eq!(back, shown);
+        assert!(back.validate().is_ok());
+        // A value that is not a number leaves the parameters alone.
+        assert!(shown.edited("rate", "abc").is_err());
+        assert_eq!(shown.edited("rate", "4").unwrap(), shown);
+    }
+
+    #[test]
+    fn a_cache_too_small_for_any_request_is_said_plainly() {
+        use engine::metrics::Aggregate;
+        let point = |rate: f64, blocking: f64| {
+            let mut aggs = vec![Aggregate::default(); Metric::N];
+            aggs[Metric::Blocking.index()] = Aggregate {
+                n: 5,
+                mean: Some(blocking),
+                std: Some(0.0),
+                ci95: Some(0.0),
+            };
+            CurvePoint {
+                rate,
+                aggs,
+                slo_attainment: Some(0.0),
+            }
+        };
+        let p = Params {
+            kv_tokens: 10,
+            ..Params::default()
+        };
+        let msg = p.diagnose(&[point(0.5, 1.0), point(1.0, 1.0)]).unwrap();
+        assert!(
+            msg.starts_with(
+                "no request fits in K = 10 tokens: every request is rejected (blocking 100 %)"
+            ),
+            "{msg}"
+        );
+        assert_eq!(p.diagnose(&[point(0.5, 0.02), point(1.0, 1.0)]), None);
+        assert_eq!(p.diagnose(&[]), None, "nothing swept yet: nothing to say");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
-use crate::params::{Arrivals, Cost, Lengths, Params, Preset};
+use crate::params::{self, Arrivals, Cost, Lengths, Params, Preset};
 use crate::pool::Pool;
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
@@ -125,9 +125,12 @@ fn next_id() -> u64 {
 }
 
 fn on_reply(c: Ctx, w: usize, reply: Reply) {
+    // Job ids start at 1: before the first lesson its id is 0, which must not claim the
+    // errors of job 0 (a worker failing outside any job) for the hidden Learn view.
     let lesson_id = c.learn.run.with_untracked(|r| r.id);
+    let lesson_id = (lesson_id != 0).then_some(lesson_id);
     match &reply {
-        Reply::Lesson { id, output } if *id == lesson_id => {
+        Reply::Lesson { id, output } if Some(*id) == lesson_id => {
             let output = output.clone();
             let mut ms = 0.0;
             c.learn.run.update(|r| {
@@ -137,10 +140,10 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
                 r.output = Some(output);
             });
             set_root_data("lesson-ms", &format!("{ms:.0}"));
-            set_root_data("lesson-done", &lesson_id.to_string());
+            set_root_data("lesson-done", &id.to_string());
             return;
         }
-        Reply::Error { id, message } if *id == lesson_id => {
+        Reply::Error { id, message } if Some(*id) == lesson_id => {
             let message = message.clone();
             c.learn.run.update(|r| {
                 r.running = false;
@@ -148,9 +151,11 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
             });
             return;
         }
+        // An error outside any job goes to the view on show (and only there).
         Reply::Error { id: 0, message } if c.view.get_untracked() == View::Learn => {
             let message = message.clone();
             c.learn.run.update(|r| r.error = Some(message));
+            return;
         }
         _ => {}
     }
@@ -341,7 +346,9 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                 Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
                 _ => None,
             };
+            let note = c.swept.get_value().and_then(|s| s.diagnose(&points));
             let chart = LoadChart {
+                note: note.as_deref(),
                 metric: p.metric,
                 points: &points,
                 models: &models,
@@ -363,22 +370,27 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
             r
         }
         Tab::Cdf => {
-            let ttft = c
-                .detail
-                .with(|d| d.as_ref().map(|d| d.ttft.clone()).unwrap_or_default());
-            draw_cdf(
-                &root,
-                &[(format!("simulation at λ = {} req/s (seed 0)", p.rate), ttft)],
-                Some(p.slo_ttft_s),
-            )
+            let (rate, ttft) = c.detail.with(|d| {
+                d.as_ref()
+                    .map(|d| (d.rate, d.ttft.clone()))
+                    .unwrap_or((p.rate, Vec::new()))
+            });
+            draw_cdf(&root, &[(detail_caption(rate), ttft)], Some(p.slo_ttft_s))
         }
         Tab::Time => {
             let d = c.detail.get().unwrap_or_default();
-            draw_timeseries(&root, &d.series, d.kv_capacity)
+            let rate = if d.series.is_empty() { p.rate } else { d.rate };
+            draw_timeseries(&root, &d.series, d.kv_capacity, &detail_caption(rate))
         }
         Tab::Timeline => {
             let d = c.detail.get().unwrap_or_default();
-            draw_timeline(&root, &d.spans, d.first_token_after_decode)
+            let rate = if d.spans.is_empty() { p.rate } else { d.rate };
+            let caption = format!(
+                "{} · its first {} requests",
+                detail_caption(rate),
+                crate::job::TIMELINE_REQUESTS
+            );
+            draw_timeline(&root, &d.spans, d.first_token_after_decode, &caption)
         }
     };
     match res {
@@ -387,6 +399,11 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
             .run
             .update(|r| r.error = Some(format!("drawing failed: {e}"))),
     }
+}
+
+/// Which run the detail views (CDF, over time, timeline) show.
+fn detail_caption(rate: f64) -> String {
+    format!("simulation at λ = {rate} req/s (seed 0)")
 }
 
 fn download(name: &str, href: &str) {
@@ -461,23 +478,21 @@ async fn read_files(c: Ctx, files: web_sys::FileList) {
     }
 }
 
-fn text_field(
-    c: Ctx,
-    label: &'static str,
-    key: &'static str,
-    title: &'static str,
-) -> impl IntoView {
+/// A text field labelled as [`params::label`] names it. A value that is not a value of
+/// the field shows an error and leaves the parameters alone; any other value is set
+/// (always notifying, even when unchanged, so that correcting an error back to the value
+/// shown re-runs and clears it — see the sweep effect in [`App`]).
+fn text_field(c: Ctx, key: &'static str, title: &'static str) -> impl IntoView {
+    let label = params::label(key);
     view! {
         <label class="field" title=title>
             <span>{label}</span>
             <input type="text" name=key data-key=key prop:value=move || c.params.with(|p| p.get(key))
                 on:change=move |ev| {
                     let v = event_target_value(&ev);
-                    let mut p = c.params.get_untracked();
-                    if p.set(key, v.trim()) {
-                        c.params.set(p);
-                    } else {
-                        c.param_err.set(Some(format!("{label}: '{v}' is not a valid value")));
+                    match c.params.with_untracked(|p| p.edited(key, &v)) {
+                        Ok(p) => c.params.set(p),
+                        Err(e) => c.param_err.set(Some(e)),
                     }
                 } />
         </label>
@@ -523,7 +538,14 @@ fn answer(c: Ctx) -> impl IntoView {
             p.slo_tpot_s,
             SLO_TARGET * 100.0
         );
-        let sim = if sweeping.get() || points.len() < p.rates.len() {
+        // Computed from the points of the last sweep, so it goes when a new one starts.
+        let diagnosis = c
+            .swept
+            .get_value()
+            .and_then(|swept| swept.diagnose(&points));
+        let sim = if diagnosis.is_some() {
+            "none".to_string()
+        } else if sweeping.get() || points.len() < p.rates.len() {
             "simulating…".to_string()
         } else {
             match capacity_at_slo(&points, SLO_TARGET) {
@@ -558,6 +580,7 @@ fn answer(c: Ctx) -> impl IntoView {
         view! {
             <div class="answer" id="answer">
                 <div class="big">"Capacity at SLO: "<b id="capacity">{sim}</b>" (simulated) · "<b>{model}</b></div>
+                {diagnosis.map(|d| view! { <div class="big error" id="diagnosis">{d}</div> })}
                 <div>{slo}</div>
                 <div>"Binding limit: "<b id="binding">{binding}</b>" — "{bounds}" · utilisation at λ = "{p.rate}": "{util}</div>
             </div>
@@ -584,14 +607,22 @@ fn error_table(c: Ctx) -> impl IntoView {
                         let sim = interpolate(&points, m, mp.rate);
                         let err = sim.map(|s| PointError::of(m, v, s).describe()).unwrap_or_else(|| "outside the swept rates".into());
                         Some(view! {
-                            <tr><td>{name.clone()}</td><td>{mp.rate}</td><td>{fmt_val(m, v)}</td>
+                            <tr><td>{name.clone()}</td><td>{measured::fmt_rate(mp.rate)}</td><td>{fmt_val(m, v)}</td>
                             <td>{sim.map(|s| fmt_val(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
                         })
                     })
                     .collect::<Vec<_>>()
             })
             .collect::<Vec<_>>();
+        // Each file's notes (a different B/K, rows filtered …) stay next to its errors,
+        // not only in the message of the last file dropped.
+        let notes = sets
+            .iter()
+            .flat_map(|s| s.notes.iter().map(move |n| format!("{}: {n}", s.name)))
+            .map(|n| view! { <li>{n}</li> })
+            .collect::<Vec<_>>();
         view! {
+            <ul class="hint" id="measured-notes">{notes}</ul>
             <table class="errors" id="error-table">
                 <thead><tr><th>"file"</th><th>"λ [req/s]"</th><th>{format!("measured {}", m.label())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
                 <tbody>{rows}</tbody>
@@ -661,7 +692,13 @@ pub fn App() -> impl IntoView {
     let generation = StoredValue::new(0u64);
     Effect::new(move |_| {
         let p = c.params.get();
-        if c.view.get() != View::Calculator || c.swept.get_value().as_ref() == Some(&p) {
+        // An error on show (a bad value, a failed run) always re-runs: setting a field
+        // back to the value of the last sweep must clear it.
+        let error_shown = c.param_err.with_untracked(Option::is_some)
+            || c.run.with_untracked(|r| r.error.is_some());
+        if c.view.get() != View::Calculator
+            || (c.swept.get_value().as_ref() == Some(&p) && !error_shown)
+        {
             return;
         }
         generation.update_value(|g| *g += 1);
@@ -843,27 +880,27 @@ pub fn App() -> impl IntoView {
                 <h2>"Workload"</h2>
                 {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
                 <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma)>
-                    {text_field(c, "burstiness k", "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
+                    {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
                 </Show>
-                {text_field(c, "rates λ [req/s]", "rates", "comma-separated arrival rates of the sweep")}
-                {text_field(c, "chosen λ [req/s]", "rate", "rate of the CDF, over-time and timeline views")}
+                {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
+                {text_field(c, "rate", "rate of the CDF, over-time and timeline views")}
                 {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
                 <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
-                    {text_field(c, "prompt median [tok]", "pm", "")}
-                    {text_field(c, "prompt σ", "ps", "")}
-                    {text_field(c, "output median [tok]", "om", "")}
-                    {text_field(c, "output σ", "os", "")}
+                    {text_field(c, "pm", "")}
+                    {text_field(c, "ps", "")}
+                    {text_field(c, "om", "")}
+                    {text_field(c, "os", "")}
                 </Show>
                 <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
-                    {text_field(c, "prompt [tok]", "fp", "")}
-                    {text_field(c, "output [tok]", "fo", "")}
+                    {text_field(c, "fp", "")}
+                    {text_field(c, "fo", "")}
                 </Show>
                 <h2>"Server"</h2>
                 {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
-                {text_field(c, "max batch B [seqs]", "B", "max_num_seqs")}
-                {text_field(c, "KV capacity K [tokens]", "K", "")}
-                {text_field(c, "block size [tokens]", "block", "16 like vLLM, 1 = token-exact")}
-                {text_field(c, "token budget [tokens]", "budget", "max_num_batched_tokens (chunked)")}
+                {text_field(c, "B", "max_num_seqs")}
+                {text_field(c, "K", "")}
+                {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
+                {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
                 <h2>"Cost model"</h2>
                 {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
@@ -873,16 +910,16 @@ pub fn App() -> impl IntoView {
                     <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
                 </Show>
                 <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
-                    {text_field(c, "β0 [s]", "b0", "")}
-                    {text_field(c, "β prefill [s/token]", "bp", "")}
-                    {text_field(c, "β decode [s/seq]", "bd", "")}
+                    {text_field(c, "b0", "")}
+                    {text_field(c, "bp", "")}
+                    {text_field(c, "bd", "")}
                 </Show>
                 <h2>"Run"</h2>
-                {text_field(c, "horizon T [s]", "T", "")}
-                {text_field(c, "seeds", "seeds", "")}
+                {text_field(c, "T", "")}
+                {text_field(c, "seeds", "")}
                 {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
-                {text_field(c, "SLO TTFT [s]", "slo_ttft", "")}
-                {text_field(c, "SLO TPOT [s]", "slo_tpot", "")}
+                {text_field(c, "slo_ttft", "")}
+                {text_field(c, "slo_tpot", "")}
                 {move || c.param_err.get().map(|e| view! { <p class="error" id="param-error">{e}</p> })}
             </aside>
             <section class="results">
