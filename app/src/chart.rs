@@ -132,14 +132,6 @@ pub fn draw_load<DB: DrawingBackend>(
             ymax = ymax.max(v + a.ci95.unwrap_or(0.0));
         }
     }
-    for mc in c.models {
-        for (r, v) in &mc.points {
-            xmax = xmax.max(*r);
-            if let Some(v) = v {
-                ymax = ymax.max(*v);
-            }
-        }
-    }
     for s in c.measured {
         for p in &s.points {
             xmax = xmax.max(p.rate);
@@ -148,6 +140,25 @@ pub fn draw_load<DB: DrawingBackend>(
             }
         }
     }
+    // The data (simulated and measured) sets the scale; a model may raise it to at most
+    // twice the data's top, so one model far off (the M/M/C baseline's TTFT is ~12 s
+    // where the simulation's is ~2 s) does not squash everything else. Lines above are
+    // drawn along the top edge.
+    let data_top = ymax;
+    let mut model_top: f64 = 0.0;
+    for mc in c.models {
+        for (r, v) in &mc.points {
+            xmax = xmax.max(*r);
+            if let Some(v) = v {
+                model_top = model_top.max(*v);
+            }
+        }
+    }
+    ymax = if data_top > 0.0 {
+        ymax.max(model_top.min(2.0 * data_top))
+    } else {
+        model_top
+    };
     if let Some(r) = c.chosen_rate {
         xmax = xmax.max(r);
     }
@@ -206,8 +217,8 @@ pub fn draw_load<DB: DrawingBackend>(
             )
             .map_err(err)?;
     }
-    for (i, mc) in c.models.iter().enumerate() {
-        let col = MODEL_COLORS[i % MODEL_COLORS.len()];
+    for mc in c.models {
+        let col = MODEL_COLORS[mc.slot % MODEL_COLORS.len()];
         // Break the line where the model has no value (unstable regime).
         let mut segs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
         for (r, v) in &mc.points {
@@ -1082,6 +1093,7 @@ mod tests {
         let pts = curve();
         let models = vec![ModelCurve {
             name: "M/M/c".into(),
+            slot: 0,
             points: vec![(1.0, Some(0.1)), (2.0, None), (3.0, Some(0.3))],
         }];
         let mut mp = MeasuredPoint {

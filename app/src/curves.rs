@@ -41,6 +41,9 @@ impl CurvePoint {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelCurve {
     pub name: String,
+    /// Which colour it gets (its model's place in `ModelKind::ALL`), so a model keeps its
+    /// colour whether or not the others are shown.
+    pub slot: usize,
     /// (rate, value) — `None` where the model is unstable or undefined.
     pub points: Vec<(f64, Option<f64>)>,
 }

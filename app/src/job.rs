@@ -344,6 +344,24 @@ fn clock_ms() -> f64 {
 /// (its curve would hold up the sweep) [ms].
 pub const MODEL_BUDGET_MS: f64 = 150.0;
 
+/// Whether every number of a prediction is finite (a NaN would reach the page as JSON
+/// `null` and fail to read back).
+fn finite(m: &Predicted) -> bool {
+    [
+        m.ttft_mean_s,
+        m.ttft_p50_s,
+        m.ttft_p95_s,
+        m.ttft_p99_s,
+        m.tpot_mean_s,
+        m.goodput_rps,
+        m.blocking,
+        m.utilisation,
+        m.slo_attainment,
+    ]
+    .iter()
+    .all(|x| x.is_finite())
+}
+
 fn models(p: &Params, rates: &[f64]) -> Models {
     let mut out = Models::default();
     let base = p.sim_config(p.rate, 0);
@@ -352,19 +370,33 @@ fn models(p: &Params, rates: &[f64]) -> Models {
         let mut pts = Vec::with_capacity(rates.len());
         let mut failure = None;
         for &r in rates {
+            let cfg = p.sim_config(r, 0);
             let t0 = clock_ms();
-            match predict(kind, &p.sim_config(r, 0)) {
-                Ok(Prediction::Stable(m)) => pts.push((r, Some(m))),
+            let mut got = predict(kind, &cfg);
+            let mut dt = clock_ms() - t0;
+            if dt > MODEL_BUDGET_MS {
+                // Once more before judging: a first call can pay one-off costs (the browser
+                // compiling the model's code, a garbage collection in the page), which made
+                // a 1 µs model "too slow" on some page loads and not on others.
+                let t1 = clock_ms();
+                got = predict(kind, &cfg);
+                dt = clock_ms() - t1;
+            }
+            match got {
+                Ok(Prediction::Stable(m)) if finite(&m) => pts.push((r, Some(m))),
+                Ok(Prediction::Stable(_)) => {
+                    failure = Some(format!("no finite prediction at λ = {r}"));
+                    break;
+                }
                 Ok(Prediction::Unstable { .. }) => pts.push((r, None)),
                 Err(e) => {
                     failure = Some(e.to_string());
                     break;
                 }
             }
-            let dt = clock_ms() - t0;
             if dt > MODEL_BUDGET_MS {
                 failure = Some(format!(
-                    "one evaluation took {dt:.0} ms, too slow for the live page"
+                    "an evaluation took {dt:.0} ms (twice over {MODEL_BUDGET_MS:.0} ms), too slow for the live page"
                 ));
                 break;
             }
@@ -487,6 +519,10 @@ pub fn model_curves(models: &Models, m: crate::metric::Metric) -> Vec<crate::cur
         .iter()
         .map(|c| crate::curves::ModelCurve {
             name: c.kind.label().to_string(),
+            slot: ModelKind::ALL
+                .iter()
+                .position(|k| *k == c.kind)
+                .unwrap_or(0),
             points: c
                 .points
                 .iter()

@@ -246,14 +246,11 @@ mod k_too_small {
     use crate::job::{model_rates, run, Job, Task};
     use crate::params::Params;
 
-    /// With K = 10 no request fits: every reply must still read back on the page.
-    /// Fails today: the engine's kvqueue model (`ModelKind::Ours`) predicts with every
-    /// request rejected a NaN mean TTFT and SLO attainment (and p50 TTFT ≈ 1.6e54 s),
-    /// which serde_json writes as `null` and the page cannot read as f64. The fix
-    /// belongs in engine/ (or in `job::models`, dropping non-finite predictions), which
-    /// this change may not edit; the page shows the failure instead of hiding it.
+    /// With K = 10 no request fits: every reply must still read back on the page. (The
+    /// kvqueue model used to predict a NaN mean TTFT here, which serde_json writes as
+    /// `null`; it now says that nothing fits, and `job::models` drops any non-finite
+    /// prediction.)
     #[test]
-    #[ignore = "engine: the kvqueue model predicts NaN when every request is rejected"]
     fn every_reply_of_a_k_too_small_job_reads_back() {
         let p = Params {
             kv_tokens: 10,

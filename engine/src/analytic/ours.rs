@@ -292,6 +292,14 @@ impl Ours {
                 f_bin[a.prompt_bin][s] += a.w;
             }
         }
+        if !f_acc.iter().any(|&w| w > 0.0) {
+            // Nothing is ever admitted: every metric but blocking would be 0/0.
+            return Err(AnalyticError::Invalid {
+                name: "kv_tokens",
+                value: k_tok,
+                why: "smaller than every request (prompt + output): nothing fits, every request is rejected",
+            });
+        }
         for x in 1..=k_u {
             f_acc[x] += f_acc[x - 1];
             f_p[x] += f_p[x - 1];
@@ -1710,6 +1718,28 @@ fn uniform_sum_cdf_pdf(y: f64, a: f64, b: f64) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kv_cache_that_fits_no_request_is_an_error_not_nan() {
+        for (mode, k) in [(KvMode::Reserve, 10), (KvMode::Paged, 16)] {
+            let mut cfg = SimConfig::reference(1.0, 8, k);
+            cfg.server.kv_mode = mode;
+            let got = Ours::from_config(&cfg).and_then(|o| o.prediction());
+            match got {
+                Err(AnalyticError::Invalid { name, why, .. }) => {
+                    assert_eq!(name, "kv_tokens");
+                    assert!(why.contains("every request is rejected"), "{why}");
+                }
+                other => panic!("K = {k} ({mode:?}): {other:?}"),
+            }
+        }
+        // One token more than the smallest request class still predicts finite numbers.
+        let ok = Ours::from_config(&SimConfig::reference(1.0, 8, 2048))
+            .and_then(|o| o.prediction())
+            .unwrap();
+        let m = ok.metrics().unwrap();
+        assert!(m.ttft_mean_s.is_finite() && m.slo_attainment.is_finite());
+    }
 
     #[test]
     fn joiner_groups_split_the_prompt_distribution_and_keep_the_mean() {
