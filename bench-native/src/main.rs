@@ -2,11 +2,26 @@
 //! exit code. The logic lives in the library modules so tests call it directly.
 
 use bench_native::cli::{Cli, Command};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
+/// Lets every option take a negative number as its value (`--rate -1`), so the value
+/// reaches validation and gets its real message ("arrival rate must be … > 0") instead
+/// of clap's "unexpected argument '-1'".
+fn negative_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_values)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = negative_values(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Run(a) => bench_native::run::execute(a),
         Command::Microbench(a) => bench_native::microbench::execute(a),
