@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p engine --example grid_timing -- 5
+//! rustup target add wasm32-wasip1     # once
 //! cargo build --profile wasm-speed -p engine --example grid_timing --target wasm32-wasip1
 //! node --no-warnings e2e/wasi_run.mjs target/wasm32-wasip1/wasm-speed/examples/grid_timing.wasm 5
 //! ```
