@@ -109,7 +109,7 @@ impl Lesson {
             Lesson::Utilisation => "Move λ from 1 to 3 req/s: the mean TTFT does not even double. Now go from 4 to 5, a smaller step: it grows about sixfold, and the p99 line climbs faster still. Then set λ = 5.5, past the capacity line: the queue grows for as long as requests keep coming, so TTFT depends on how long the run was. Watch L and λW agree at every rate.",
             Lesson::Batching => "Step B from 1 to 8: throughput rises almost sixfold while TPOT grows by about a third. Go on to 32: the gain shrinks and TPOT triples; at 64 throughput even falls, because every newcomer's prefill now stalls a bigger batch (compare TPOT with the bare decode step). Pick B for the TPOT you can afford.",
             Lesson::KvMemory => "Start at K = 8192: the reserve server refuses about one request in ten but answers the rest fast; the paged server accepts all of them and makes them wait over a second, with preemptions. Shrink K to 4096 and both failures grow; grow K to 16384 and both disappear. The Erlang B line, which treats every request as the same size, underestimates refusals: large requests are refused more often.",
-            Lesson::HeadOfLine => "At 1024-token chunks a whole 512-token prompt still fits in one iteration, so most requests still see one gap of about 60 ms (decoding first already shortens the p99 a lot). Lower the chunk to 256: the worst gaps fall under the 50 ms stall line; at 32 they are a few ms — but the long prompts' TTFT more than doubles. Raise λ and watch the whole-prompt server's tail grow.",
+            Lesson::HeadOfLine => "At 256-token chunks the worst gaps stay under the 50 ms stall line, while whole-prompt prefill gives most requests one gap of about 60 ms. Raise the chunk to 512 or 1024: a whole 512-token prompt fits in one iteration again and the long gaps come back (decoding first still shortens the p99). Lower it to 32: the gaps are a few ms — but the long prompts' TTFT more than doubles. Raise λ and watch the whole-prompt server's tail grow.",
             Lesson::Variance => "Set σ = 0 (every output exactly 128 tokens) and compare with σ = 1: at ρ = 0.8 the wait grows by the factor (1 + c_s²) the formula predicts, and the dots follow the lines. Move ρ to 0.95 to see the gap widen further in absolute terms.",
         }
     }
@@ -147,7 +147,7 @@ impl Lesson {
                 key: "budget",
                 label: "chunk (token budget) [tokens]",
                 steps: BUDGETS,
-                default: 512.0,
+                default: 256.0,
             },
             Control {
                 key: "rate",

@@ -63,13 +63,13 @@ Examples:\n  \
 )]
 pub struct CompareArgs {
     /// Arrival rates [req/s], comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 1.0, 2.0, 3.0])]
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,3")]
     pub rates: Vec<f64>,
     /// Batch widths B, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [1, 4, 8])]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
     pub batches: Vec<u32>,
     /// KV capacities [tokens], comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [2048, 4096, 8192, 16384])]
+    #[arg(long, value_delimiter = ',', default_value = "2048,4096,8192,16384")]
     pub kv: Vec<u64>,
     /// Seeds: a range `0-4` or a list `1,5,9`.
     #[arg(long, default_value = "0-4")]

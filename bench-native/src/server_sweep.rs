@@ -33,10 +33,10 @@ pub struct ServerSweepArgs {
     #[arg(long)]
     pub server_cmd: String,
     /// Values of `{slots}` (max concurrent sequences), comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [4])]
+    #[arg(long, value_delimiter = ',', default_value = "4")]
     pub slots: Vec<u32>,
     /// Values of `{budget}` (tokens per iteration), comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [512])]
+    #[arg(long, value_delimiter = ',', default_value = "512")]
     pub budget: Vec<u32>,
     /// Arrival rates [req/s], comma-separated (replaces `--rate`).
     #[arg(long, value_delimiter = ',', required = true)]

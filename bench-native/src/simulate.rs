@@ -359,7 +359,44 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
             took.as_secs_f64() * 1e3
         );
     }
+    for w in warnings(&cfg, &rep.summary)? {
+        eprintln!("{w}");
+    }
     Ok(())
+}
+
+/// What a user should know about a run that the table does not say: requests cut to the
+/// maximum length (a slot's context with `--preset llama-cpp`), and a KV cache too small
+/// for most requests.
+pub fn warnings(cfg: &SimConfig, s: &Summary) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    if let Some(cap) = cfg.workload.max_model_len {
+        let mut uncapped = cfg.workload.clone();
+        uncapped.max_model_len = None;
+        let reqs = uncapped.generate(cfg.seed, cfg.horizon_s)?;
+        let cut = reqs
+            .iter()
+            .filter(|r| r.total_tokens() > cap as u64)
+            .count();
+        if cut > 0 {
+            out.push(format!(
+                "note: {cut} of {} requests ({:.1} %) were cut to the {cap}-token maximum length \
+                 (prompt + output; with --preset llama-cpp a slot's share of the KV, K/B): \
+                 the latencies are for the shorter requests",
+                reqs.len(),
+                100.0 * cut as f64 / reqs.len().max(1) as f64
+            ));
+        }
+    }
+    if s.arrivals > 0 && s.blocking_probability >= 0.5 {
+        out.push(format!(
+            "warning: {:.1} % of requests were rejected: K = {} tokens holds few of them \
+             (each needs its prompt + output in KV); raise --kv",
+            100.0 * s.blocking_probability,
+            cfg.server.kv_tokens
+        ));
+    }
+    Ok(out)
 }
 
 /// A human-readable table of a summary.
@@ -399,4 +436,29 @@ pub fn summary_table(s: &Summary) -> String {
         s.stalls
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warns_about_cut_requests_and_a_too_small_kv_cache() {
+        let mut cfg = SimConfig::reference(2.0, 4, 100);
+        cfg.horizon_s = 50.0;
+        cfg.workload.max_model_len = Some(300);
+        let rep = engine::sim::simulate(&cfg).unwrap();
+        let w = warnings(&cfg, &rep.summary).unwrap();
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].contains("were cut to the 300-token maximum length"),
+            "{}",
+            w[0]
+        );
+        assert!(w[1].contains("raise --kv"), "{}", w[1]);
+        // A roomy cache and no cap: nothing to say.
+        let ok = SimConfig::reference(1.0, 8, 8192);
+        let rep = engine::sim::simulate(&ok).unwrap();
+        assert!(warnings(&ok, &rep.summary).unwrap().is_empty());
+    }
 }

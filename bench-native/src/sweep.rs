@@ -26,13 +26,13 @@ Examples:\n  \
 )]
 pub struct SweepArgs {
     /// Arrival rates [req/s], comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0])]
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,3,4,5,6,8")]
     pub rates: Vec<f64>,
     /// Batch widths B, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4, 8, 16])]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
     pub batches: Vec<u32>,
     /// KV capacities [tokens], comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [2048, 4096, 8192, 16384])]
+    #[arg(long, value_delimiter = ',', default_value = "2048,4096,8192,16384")]
     pub kv: Vec<u64>,
     /// Seeds: a range `0-4` or a list `1,5,9`.
     #[arg(long, default_value = "0-4")]
