@@ -95,6 +95,21 @@ fn nice_max(v: f64) -> f64 {
     v * 1.08
 }
 
+/// Draws the series legend in the house style (white, light border, 13 px) at `pos`.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(err)
+}
+
 fn geometry<DB: DrawingBackend>(
     chart: &ChartContext<
         '_,
@@ -326,14 +341,7 @@ pub fn draw_load<DB: DrawingBackend>(
             .map_err(err)?;
     }
     if labelled {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     area.present().map_err(err)?;
     Ok(geometry(&chart, x, y))
@@ -407,14 +415,7 @@ pub fn draw_cdf<DB: DrawingBackend>(
                 DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, SLO_COLOR.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     area.present().map_err(err)?;
     Ok(geometry(&chart, x, y))
 }
@@ -730,14 +731,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
         .map_err(err)?
         .label("rejected (at arrival)")
         .legend(move |(x, y)| Cross::new((x + 9, y), 4, rej.stroke_width(2)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     area.present().map_err(err)?;
     Ok(geometry(&chart, x, y))
 }
@@ -1039,18 +1033,14 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &XyPanel) ->
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey));
     }
-    chart
-        .configure_series_labels()
-        .position(match p.legend {
+    draw_legend(
+        &mut chart,
+        match p.legend {
             Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
             Corner::UpperRight => SeriesLabelPosition::UpperRight,
             Corner::LowerRight => SeriesLabelPosition::LowerRight,
-        })
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)?;
+        },
+    )?;
     Ok(geometry(&chart, (x0, x1), y))
 }
 
