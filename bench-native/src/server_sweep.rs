@@ -112,7 +112,15 @@ impl LaunchedServer {
 impl Drop for LaunchedServer {
     fn drop(&mut self) {
         let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        // The group may be gone already (a command that failed at once): not an error, so
+        // `kill`'s "No such process" is not shown.
+        let kill = |sig: &str| {
+            let _ = Command::new("kill")
+                .args([sig, "--", &group])
+                .stderr(Stdio::null())
+                .status();
+        };
+        kill("-TERM");
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(5) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -120,7 +128,7 @@ impl Drop for LaunchedServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        kill("-KILL");
         let _ = self.child.wait();
     }
 }
@@ -140,9 +148,13 @@ fn healthy(port: u16) -> bool {
     String::from_utf8_lossy(&buf[..n]).contains(" 200")
 }
 
+/// The log's last 20 lines, or a note that it is empty.
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        return format!("(the server wrote nothing to {})", log.display());
+    }
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
