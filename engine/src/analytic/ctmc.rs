@@ -101,8 +101,22 @@ impl ReferenceCtmc {
                 why: "smaller than the smallest size class; raise the KV capacity",
             });
         }
-        // Enumerate feasible count vectors (mixed radix).
         let maxes: Vec<u32> = classes.iter().map(|c| k_pages / c.1).collect();
+        // Too big for either solver? Decided before enumerating (which can take longer than
+        // a supported solve): in the elimination order the fastest digit's range is a lower
+        // bound on the band (the first state and its arrival of the next class are that far
+        // apart), so this rejects only what the band test below would send to the iterative
+        // solver, and that solver's state limit then rejects.
+        let pages: Vec<u32> = classes.iter().map(|c| c.1).collect();
+        let ns_count = count_states(&pages, k_pages, ITERATIVE_MAX_STATES.saturating_mul(64));
+        let band_lo = maxes.iter().min().map_or(1, |&x| x as usize + 1);
+        if m > 1
+            && ns_count > ITERATIVE_MAX_STATES
+            && (ns_count as f64) * (band_lo as f64).powi(2) > BAND_FLOPS
+        {
+            return Err(too_many_states(ns_count, params.k_tokens));
+        }
+        // Enumerate feasible count vectors (mixed radix).
         let mut radix = vec![1usize; m];
         for i in 1..m {
             radix[i] = radix[i - 1] * (maxes[i - 1] as usize + 1);
@@ -205,13 +219,7 @@ impl ReferenceCtmc {
                 });
             }
         } else if ns > ITERATIVE_MAX_STATES {
-            return Err(AnalyticError::Unsupported {
-                model: "reference_ctmc",
-                what: format!(
-                    "{ns} states (KV {} tokens in 16-token pages): above the {ITERATIVE_MAX_STATES}-state solver limit",
-                    params.k_tokens
-                ),
-            });
+            return Err(too_many_states(ns, params.k_tokens));
         }
         // Jacobi-scaled balance equations, the first replaced by Σπ = 1.
         let mut tri = TriMat::new((ns, ns));
@@ -432,6 +440,40 @@ fn next_digits(x: &mut [u32], maxes: &[u32], digits: impl IntoIterator<Item = us
         x[k] = 0;
     }
     false
+}
+
+/// The error for a state space above the iterative solver's limit.
+fn too_many_states(ns: usize, k_tokens: f64) -> AnalyticError {
+    AnalyticError::Unsupported {
+        model: "reference_ctmc",
+        what: format!(
+            "{ns} states (KV {k_tokens} tokens in 16-token pages): above the {ITERATIVE_MAX_STATES}-state solver limit"
+        ),
+    }
+}
+
+/// Class-count vectors with `Σ x_k pages_k ≤ k_pages`, counted without listing them
+/// (the last class in closed form); stops counting past `cap` (returns a number > cap).
+fn count_states(pages: &[u32], k_pages: u32, cap: usize) -> usize {
+    fn go(pages: &[u32], left: u32, cap: usize) -> usize {
+        match pages {
+            [] => 1,
+            [last] => (left / last) as usize + 1,
+            [first, rest @ ..] => {
+                let mut n = 0usize;
+                let mut used = 0u32;
+                while used <= left {
+                    n += go(rest, left - used, cap);
+                    if n > cap {
+                        break;
+                    }
+                    used += first;
+                }
+                n
+            }
+        }
+    }
+    go(pages, k_pages, cap)
 }
 
 /// Half-bandwidth of the generator with the states taken in `order` (the elimination
@@ -719,6 +761,37 @@ fn power_iteration(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Ve
 mod tests {
     use super::super::special::erlang_cdf;
     use super::*;
+
+    #[test]
+    fn states_are_counted_as_enumerated() {
+        for (pages, k) in [
+            (vec![6u32, 34], 1024u32),
+            (vec![3, 5, 7], 60),
+            (vec![20], 100),
+            (vec![4, 9, 13, 40], 200),
+        ] {
+            let mut brute = 0;
+            let mut x = vec![0u32; pages.len()];
+            let maxes: Vec<u32> = pages.iter().map(|p| k / p).collect();
+            loop {
+                let used: u32 = x.iter().zip(&pages).map(|(a, b)| a * b).sum();
+                brute += usize::from(used <= k);
+                if !next_digits(&mut x, &maxes, 0..pages.len()) {
+                    break;
+                }
+            }
+            assert_eq!(count_states(&pages, k, usize::MAX), brute, "{pages:?} {k}");
+            assert!(count_states(&pages, k, 10) > 10 || brute <= 10);
+        }
+    }
+
+    #[test]
+    fn a_huge_state_space_is_refused_before_it_is_listed() {
+        // 457,067 KV tokens (an H100's at 90 %): ≈ 550 k states.
+        let cfg = SimConfig::reference(1.0, 8, 457_067);
+        let e = ReferenceCtmc::from_config(&cfg).unwrap_err().to_string();
+        assert!(e.contains("above the 20000-state solver limit"), "{e}");
+    }
 
     #[test]
     fn ctmc_solves_and_orders() {
