@@ -328,19 +328,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     let mut residuals = Vec::new();
     let mut sq = 0.0;
     for &(t, y) in &prefill {
-        let m: f64 = crate::microbench::mixed_chunks(t as u32, 0, mb.budget)
-            .into_iter()
-            .map(|(c, p)| {
-                linear.iteration(&BatchShape {
-                    running: 1,
-                    prefill_tokens: c as u64,
-                    prefill_seqs: 1,
-                    context_tokens: p,
-                    prefill_attn: linear.prefill_attn(p, c),
-                    ..BatchShape::default()
-                })
-            })
-            .sum();
+        let m = lone_prompt_s(&linear, t, mb.budget);
         sq += ((m - y) / y).powi(2);
         residuals.push(("prefill_tokens".to_string(), t, y, m));
     }
@@ -533,19 +521,7 @@ fn fit_ubatch(
         .map_err(|e| FitError::Invalid(e.to_string()))?;
     let mut residuals = Vec::new();
     for &(t, y) in prefill {
-        let m: f64 = crate::microbench::mixed_chunks(t as u32, 0, mb.budget)
-            .into_iter()
-            .map(|(c, p)| {
-                cost.iteration(&BatchShape {
-                    running: 1,
-                    prefill_tokens: c as u64,
-                    prefill_seqs: 1,
-                    context_tokens: p,
-                    prefill_attn: cost.prefill_attn(p, c),
-                    ..BatchShape::default()
-                })
-            })
-            .sum();
+        let m = lone_prompt_s(&cost, t, mb.budget);
         residuals.push(("prefill_tokens".to_string(), t, y, m));
     }
     for d in mb
@@ -661,6 +637,24 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// Predicted time [s] of a lone `tokens`-token prompt prefilled in `budget`-token chunks,
+/// as the microbenchmark's prefill probe runs it, under `cost`.
+fn lone_prompt_s(cost: &CostModel, tokens: f64, budget: Option<u32>) -> f64 {
+    crate::microbench::mixed_chunks(tokens as u32, 0, budget)
+        .into_iter()
+        .map(|(c, p)| {
+            cost.iteration(&BatchShape {
+                running: 1,
+                prefill_tokens: c as u64,
+                prefill_seqs: 1,
+                context_tokens: p,
+                prefill_attn: cost.prefill_attn(p, c),
+                ..BatchShape::default()
+            })
+        })
+        .sum()
 }
 
 #[cfg(test)]
