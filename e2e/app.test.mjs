@@ -71,6 +71,7 @@ await check('page loads, sweeps and draws a chart', async () => {
   assert(first.nonWhite > 5000, `chart looks blank (${first.nonWhite} non-white pixels)`);
   const cap = await page.textContent('#capacity');
   assert(/req\/s/.test(cap), `no capacity answer: ${cap}`);
+  assert((await page.textContent('#preset-changed')) === '', 'the untouched preset says it was changed');
   await page.screenshot({ path: path.join(shots, 'load.png'), fullPage: true });
 });
 await check('no console errors on load', async () => {
@@ -85,6 +86,7 @@ await check('changing a parameter changes the curve and the URL', async () => {
   const now = await chartPixels(page);
   assert(now.hash !== first.hash, 'the chart did not change');
   assert(page.url().includes('B=4'), `URL not updated: ${page.url()}`);
+  assert(/changed/.test(await page.textContent('#preset-changed')), 'the preset label does not say the view was changed');
 });
 await check('dropping an example CSV overlays measured points', async () => {
   const text = fs.readFileSync(path.join(dist, 'examples', 'sim-example-summary.csv'), 'utf8');

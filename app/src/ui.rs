@@ -860,6 +860,13 @@ pub fn App() -> impl IntoView {
                     }).collect_view()}
                 </select>
             </label>
+            // The label names the preset the view started from; say when the simulated
+            // configuration no longer is that preset's.
+            <span id="preset-changed" style="color: var(--muted); font-size: 12px">{move || c.params.with(|x| {
+                let changed = Preset::from_key(&x.preset)
+                    .is_some_and(|p| p.params().sim_config(x.rate, 0) != x.sim_config(x.rate, 0));
+                if changed { "· changed since (workload, server or cost)" } else { "" }
+            })}</span>
             <span class="spacer"></span>
             <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
             <button id="export-csv" on:click=move |_| {
