@@ -166,6 +166,17 @@ pub struct DecodePoint {
     pub ubatches: u32,
 }
 
+impl DecodePoint {
+    /// The pinned slot ids joined by `sep` (empty when the streams were not pinned).
+    pub fn slot_list(&self, sep: &str) -> String {
+        self.slots
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+}
+
 fn one() -> u32 {
     1
 }
@@ -581,11 +592,7 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
         } else {
             format!(
                 "decode_streams_in_slots_{}_at_{:.0}_context",
-                d.slots
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join("+"),
+                d.slot_list("+"),
                 d.context_tokens
             )
         };

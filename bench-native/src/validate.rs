@@ -558,11 +558,7 @@ fn steps(m: &MicrobenchResult) -> String {
             } else {
                 format!(
                     "{{{}}}@{:.0}: {:.1}",
-                    d.slots
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(","),
+                    d.slot_list(","),
                     d.context_tokens,
                     d.step_s * 1e3
                 )
