@@ -344,24 +344,6 @@ fn clock_ms() -> f64 {
 /// (its curve would hold up the sweep) [ms].
 pub const MODEL_BUDGET_MS: f64 = 150.0;
 
-/// Whether every number of a prediction is finite (a NaN would reach the page as JSON
-/// `null` and fail to read back).
-fn finite(m: &Predicted) -> bool {
-    [
-        m.ttft_mean_s,
-        m.ttft_p50_s,
-        m.ttft_p95_s,
-        m.ttft_p99_s,
-        m.tpot_mean_s,
-        m.goodput_rps,
-        m.blocking,
-        m.utilisation,
-        m.slo_attainment,
-    ]
-    .iter()
-    .all(|x| x.is_finite())
-}
-
 fn models(p: &Params, rates: &[f64]) -> Models {
     let mut out = Models::default();
     let base = p.sim_config(p.rate, 0);
@@ -383,7 +365,7 @@ fn models(p: &Params, rates: &[f64]) -> Models {
                 dt = clock_ms() - t1;
             }
             match got {
-                Ok(Prediction::Stable(m)) if finite(&m) => pts.push((r, Some(m))),
+                Ok(Prediction::Stable(m)) if m.is_finite() => pts.push((r, Some(m))),
                 Ok(Prediction::Stable(_)) => {
                     failure = Some(format!("no finite prediction at λ = {r}"));
                     break;

@@ -186,6 +186,26 @@ pub struct Predicted {
     pub slo_attainment: f64,
 }
 
+impl Predicted {
+    /// Whether every number is finite (a NaN or infinity would be written to JSON as
+    /// `null` and fail to read back as a number).
+    pub fn is_finite(&self) -> bool {
+        [
+            self.ttft_mean_s,
+            self.ttft_p50_s,
+            self.ttft_p95_s,
+            self.ttft_p99_s,
+            self.tpot_mean_s,
+            self.goodput_rps,
+            self.blocking,
+            self.utilisation,
+            self.slo_attainment,
+        ]
+        .iter()
+        .all(|x| x.is_finite())
+    }
+}
+
 /// A model's answer: metrics, or an explicit statement that the queue is unstable.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
