@@ -117,6 +117,14 @@ pub struct ServerConfig {
     /// Paged mode: reject arrivals when this many are waiting (None = unbounded).
     pub queue_cap: Option<u32>,
     pub admission: Admission,
+    /// Front-end latency per request [s]: from the request's arrival (the client's send)
+    /// until the scheduler sees it — HTTP, tokenization, the server's task queue, and the
+    /// first chunk's way back. The simulator delays each request's entry by it, so TTFT
+    /// and E2E include it (and queueing sees the later entry). 0 by default: the
+    /// reference study and the analytical models have none. `bench-native fit` measures
+    /// it as a lone prompt's client TTFT minus the server's own prompt time.
+    #[serde(default)]
+    pub overhead_s: f64,
 }
 
 impl Default for ServerConfig {
@@ -131,6 +139,7 @@ impl Default for ServerConfig {
             watermark: 0.01,
             queue_cap: None,
             admission: Admission::All,
+            overhead_s: 0.0,
         }
     }
 }
@@ -164,6 +173,7 @@ impl ServerConfig {
             watermark: 0.0,
             queue_cap: None,
             admission: Admission::All,
+            overhead_s: 0.0,
         }
     }
 
@@ -203,6 +213,7 @@ impl ServerConfig {
             watermark: 0.0,
             queue_cap: None,
             admission: Admission::All,
+            overhead_s: 0.0,
         }
     }
 }
@@ -315,6 +326,7 @@ impl SimConfig {
         at_least_one("token_budget", s.token_budget as u64)?;
         at_least_one("kv_tokens", s.kv_tokens)?;
         non_negative("watermark", s.watermark)?;
+        non_negative("per-request overhead", s.overhead_s)?;
         if s.watermark >= 0.5 {
             return Err(ConfigError::OutOfRange {
                 name: "watermark",

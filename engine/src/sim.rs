@@ -154,20 +154,23 @@ pub fn digest(records: &[RequestRecord]) -> u64 {
 }
 
 /// The request stream with its next arrival looked ahead (what `Peekable::next_if` does,
-/// with the next arrival time kept as a plain f64 — infinite when the stream is over).
+/// with the next entry time kept as a plain f64 — infinite when the stream is over).
 struct Pending<I> {
     it: I,
     next: Option<Request>,
+    /// When the server sees the next request: its arrival + `overhead` [s].
     next_t: f64,
+    overhead: f64,
 }
 
 impl<I: Iterator<Item = Request>> Pending<I> {
-    fn new(mut it: I) -> Self {
+    fn new(mut it: I, overhead: f64) -> Self {
         let next = it.next();
         Pending {
-            next_t: next.map_or(f64::INFINITY, |r| r.arrival),
+            next_t: next.map_or(f64::INFINITY, |r| r.arrival + overhead),
             next,
             it,
+            overhead,
         }
     }
 
@@ -179,7 +182,9 @@ impl<I: Iterator<Item = Request>> Pending<I> {
     fn pop(&mut self) -> Option<Request> {
         let r = self.next.take();
         self.next = self.it.next();
-        self.next_t = self.next.map_or(f64::INFINITY, |r| r.arrival);
+        self.next_t = self
+            .next
+            .map_or(f64::INFINITY, |r| r.arrival + self.overhead);
         r
     }
 
@@ -349,6 +354,10 @@ struct Sim<'a, S: Scheduler> {
     stall_threshold: f64,
     last_event: f64,
     cost: PreparedCost,
+    /// [`crate::config::ServerConfig::overhead_s`]: the server sees a request at its
+    /// *entry*, `arrival + overhead` ([`Pending::next_t`]); records keep the arrival, so
+    /// latencies include the overhead, while the L and W of Little's law count from entry.
+    overhead: f64,
 }
 
 enum Step {
@@ -406,11 +415,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             stall_threshold: cfg.metrics.stall_threshold_s,
             last_event: 0.0,
             cost: PreparedCost::new(&cfg.cost, s.max_batch),
+            overhead: s.overhead_s,
         }
     }
 
     fn run<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
-        let mut requests = Pending::new(requests);
+        let mut requests = Pending::new(requests, self.overhead);
         loop {
             while let Some(r) = requests.pop_at_or_before(self.t) {
                 self.arrive(r);
@@ -425,13 +435,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                     self.running.is_empty(),
                     "a non-empty running set must do something"
                 );
-                match requests.peek() {
-                    Some(r) => {
-                        self.advance_to(r.arrival);
-                        continue;
-                    }
-                    None => break,
+                if requests.peek().is_none() {
+                    break;
                 }
+                self.advance_to(requests.next_t);
+                continue;
             }
             let step = if plan.is_pure_decode(self.running.len()) && !self.context_cost {
                 self.decode_run(&mut requests, plan.decode_ubatches)
@@ -491,14 +499,15 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
-    /// Admission at the arrival instant.
+    /// Admission at the entry instant (arrival + [`Sim::overhead`]).
     fn arrive(&mut self, r: Request) {
         self.stats.arrivals += 1;
-        if r.arrival < self.area_t {
+        let entry = r.arrival + self.overhead;
+        if entry < self.area_t {
             self.stats.time_monotone = false;
         }
-        self.area += count_f64(self.in_system) * (r.arrival - self.area_t);
-        self.area_t = r.arrival;
+        self.area += count_f64(self.in_system) * (entry - self.area_t);
+        self.area_t = entry;
         let need = self.kv.blocks_for(r.total_tokens());
         let admitted = self.in_system < self.max_in_system
             && match self.cfg.server.kv_mode {
@@ -536,8 +545,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 admitted_s: None,
             });
         }
-        if r.arrival >= self.ts_next {
-            self.sample_at(r.arrival);
+        if entry >= self.ts_next {
+            self.sample_at(entry);
         }
     }
 
@@ -668,17 +677,21 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         plan: Plan,
         requests: &mut Pending<I>,
     ) -> Step {
+        // Not lazy when the cost depends on context, so every kv_tokens is exact.
+        let (context_tokens, max_context_tokens) = if self.context_cost {
+            self.running.iter().fold((0, 0), |(sum, max), s| {
+                (sum + s.kv_tokens, max.max(s.kv_tokens))
+            })
+        } else {
+            (0, 0)
+        };
         let shape = BatchShape {
             running: self.running.len() as u32,
             prefill_tokens: plan.prefill_tokens,
             prefill_seqs: plan.prefill_seqs,
             decode_seqs: plan.decode_seqs,
-            context_tokens: if self.context_cost {
-                // Not lazy, so every kv_tokens is exact.
-                self.running.iter().map(|s| s.kv_tokens).sum()
-            } else {
-                0
-            },
+            context_tokens,
+            max_context_tokens,
             // Prefilling sequences are never in the lazy decode set: kv_tokens is exact.
             prefill_attn: if self.attn_cost {
                 self.running[self.prefilled..]
@@ -761,14 +774,14 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let mut k = k.max(1);
         // Stop at the first boundary at or after an arrival that could join.
-        if let Some(r) = requests.peek() {
-            if self
+        if requests.peek().is_some()
+            && self
                 .sched
                 .arrival_can_join(n, self.cfg.server.max_batch as usize)
-            {
-                let guess = (r.arrival - a.t0) / d - count_f64(a.iters);
-                k = k.min(first_boundary_at_or_after(&at, r.arrival, k, guess));
-            }
+        {
+            let entry = requests.next_t;
+            let guess = (entry - a.t0) / d - count_f64(a.iters);
+            k = k.min(first_boundary_at_or_after(&at, entry, k, guess));
         }
         if self.cut {
             let h = self.cfg.horizon_s;
@@ -883,7 +896,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Releases a completed sequence's KV and records it.
     fn depart(&mut self, s: &Seq, t: f64) {
         self.kv.release(s.blocks);
-        self.stats.sojourn_sum_s += t - s.req.arrival;
+        // From entry, as the area of Little's law counts.
+        self.stats.sojourn_sum_s += t - (s.req.arrival + self.overhead);
         let rec = record_of(s, Some(t), Outcome::Completed);
         self.record(rec);
     }

@@ -35,6 +35,7 @@ fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimC
             watermark: 0.01,
             queue_cap: None,
             admission: Admission::All,
+            overhead_s: 0.0,
         },
         cost: CostModel::default(),
         horizon_s: 150.0,
@@ -178,6 +179,39 @@ fn conformance_other_cost_models_and_admission() {
             cfg.server.kv_mode = KvMode::Reserve;
             cfg.server.admission = Admission::MaxInSystem { max_in_system: 6 };
             check_conformance(&cfg, &format!("{name}/{policy:?}/threshold"));
+        }
+    }
+}
+
+#[test]
+fn per_request_overhead_delays_entry_and_adds_to_every_latency() {
+    // A constant overhead moves every entry by the same amount; with drain the whole
+    // sample path moves with it, so every first token and finish moves by exactly the
+    // overhead (up to rounding), outcomes do not change, and Little's law holds from entry.
+    let h = 0.0375;
+    for policy in Policy::ALL {
+        for kv in [KvMode::Reserve, KvMode::Paged] {
+            let cfg = base(policy, kv, LengthDist::sharegpt(), 6.0);
+            let mut with = cfg.clone();
+            with.server.overhead_s = h;
+            let label = format!("{policy:?}/{kv:?}/overhead");
+            check_conformance(&with, &label);
+            let (a, b) = (simulate(&cfg).unwrap(), simulate(&with).unwrap());
+            assert!(a.summary.completed > 100, "{label}: a loaded run");
+            for (x, y) in a.records.iter().zip(&b.records) {
+                assert_eq!(
+                    (x.arrival_s, x.outcome),
+                    (y.arrival_s, y.outcome),
+                    "{label}"
+                );
+                if let (Some(p), Some(q)) = (x.ttft(), y.ttft()) {
+                    assert!((q - p - h).abs() < 1e-9, "{label}: TTFT {p} → {q}");
+                    let (p, q) = (x.e2e().unwrap(), y.e2e().unwrap());
+                    assert!((q - p - h).abs() < 1e-9, "{label}: E2E {p} → {q}");
+                }
+            }
+            let shift = b.summary.ttft.p99.unwrap() - a.summary.ttft.p99.unwrap();
+            assert!((shift - h).abs() < 1e-9, "{label}: p99 TTFT moved {shift}");
         }
     }
 }
@@ -398,6 +432,11 @@ fn invalid_configurations_are_errors_not_panics() {
         output_sigma: 0.1,
     };
     bad.push(sig);
+    for h in [-0.001, f64::NAN, f64::INFINITY] {
+        let mut o = ok.clone();
+        o.server.overhead_s = h;
+        bad.push(o);
+    }
     for cfg in bad {
         let e = simulate(&cfg).expect_err("invalid config must be an error");
         assert!(!e.to_string().is_empty());
