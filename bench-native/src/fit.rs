@@ -18,14 +18,23 @@
 //!   is fitted whenever there are two or more mixed points.
 //!
 //! * `ubatch`: a measured table of one micro-batch's duration by its tokens
-//!   ([`engine::cost::UbatchCost`]), from the decode steps in one micro-batch (k = streams,
-//!   after subtracting `βkv`·context) and the lone prompts (k = prompt tokens), plus
+//!   ([`engine::cost::UbatchCost`]): a decode table from the decode steps in one
+//!   micro-batch (k = streams, after subtracting `βkv`·context) and a prompt table from the
+//!   lone prompts (k = prompt tokens), plus
 //!   `βkv`, `βattn`, `βmix` (see [`fit_ubatch`]). Decode points in split slot layouts
 //!   (`DecodePoint::ubatches` > 1) are not fitted by any model; they are in the
 //!   micro-batch model's residuals as its test.
 //!
+//! * `overhead_s`: the per-request front-end overhead ([`request_overhead_s`]: a lone
+//!   prompt's client TTFT minus the server's own prompt time, where the server reports
+//!   it). The prefill points of all three models are fitted without it, and a simulation
+//!   adds it to every request (`engine::config::ServerConfig::overhead_s`), so a lone
+//!   prompt's TTFT is still the measured one while a tiny prompt priced by the decode
+//!   steps (which carry no overhead) gets its overhead too. `--server-prefill` fits the
+//!   server's prompt times instead and sets it to 0.
+//!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
-//! "ubatch": CostModel, "source", "residuals", "ubatch_residuals"}`, plus
+//! "ubatch": CostModel, "overhead_s", "source", "residuals", "ubatch_residuals"}`, plus
 //! `<stem>.table.json`, `<stem>.linear.json` and `<stem>.ubatch.json`, each a bare
 //! `CostModel` (serde tag `kind`) the engine loads directly.
 
@@ -88,6 +97,26 @@ pub struct Fit {
     pub ubatch_rel_rms: f64,
     /// (kind, x, measured [s], micro-batch model [s]).
     pub ubatch_residuals: Vec<(String, f64, f64, f64)>,
+    /// Per-request front-end overhead [s] ([`request_overhead_s`]; 0 with
+    /// `--server-prefill` or when the server reports no prompt time): the prefill points
+    /// were fitted without it, so a simulation adds it to every request
+    /// (`ServerConfig::overhead_s`).
+    pub overhead_s: f64,
+}
+
+/// The lone prompts' client TTFT minus the server's own prompt time (llama.cpp's
+/// `timings.prompt_ms`), median over the prefill points that have both, ≥ 0 [s]: HTTP,
+/// tokenization, the server's task queue and the first chunk's way back — paid once per
+/// request, not per iteration. 0 when the server reports no prompt time (vLLM).
+pub fn request_overhead_s(mb: &MicrobenchResult) -> f64 {
+    let mut d: Vec<f64> = mb
+        .prefill
+        .iter()
+        .filter_map(|p| Some(p.latency_s - p.server_prompt_s?))
+        .filter(|x| x.is_finite())
+        .collect();
+    d.sort_by(f64::total_cmp);
+    engine::metrics::percentile_type7(&d, 0.5).map_or(0.0, |x| x.max(0.0))
 }
 
 /// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens,
@@ -161,6 +190,11 @@ fn nonneg_fit(rows: &[([f64; COLS], f64, f64)], mut free: [bool; COLS]) -> Optio
 /// [`FitError::TooFew`] without prefill or decode points; [`FitError::Invalid`] if the
 /// result does not validate.
 pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError> {
+    let overhead_s = if server_prefill {
+        0.0
+    } else {
+        request_overhead_s(mb)
+    };
     let mut prefill: Vec<(f64, f64)> = mb
         .prefill
         .iter()
@@ -170,7 +204,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
                 if server_prefill {
                     p.server_prompt_s.unwrap_or(p.latency_s)
                 } else {
-                    p.latency_s
+                    p.latency_s - overhead_s
                 },
             )
         })
@@ -354,6 +388,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             context_tokens: if with_context { ctx.round() as u64 } else { 0 },
             prefill_attn: linear.prefill_attn(p, c),
             decode_ubatches: 1,
+            max_context_tokens: 0,
         });
         sq += ((m - y) / y).powi(2);
         residuals.push((
@@ -384,6 +419,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         ubatch,
         ubatch_rel_rms,
         ubatch_residuals,
+        overhead_s,
     })
 }
 
@@ -398,10 +434,11 @@ type MixedRow = (f64, u32, u64, f64, f64, f64);
 /// context (per stream count, least squares on the deviations from that count's mean;
 /// on llama.cpp per KV cell beyond each sequence's first 256-cell window, see
 /// [`UbatchCost::charged_context`]),
-/// the table from the context-free decode steps (k = streams in one micro-batch) and the
-/// lone prompts that fit in one iteration (k = prompt tokens; a k measured both ways is
-/// averaged), then `βattn` and `βmix` from what the table leaves of the mixed
-/// iterations (non-negative least squares, weights as the linear fit's).
+/// the decode table from the context-free decode steps (k = streams in one micro-batch),
+/// the prompt table from the lone prompts that fit in one iteration (k = prompt tokens;
+/// below the shortest prompt measured, the decode points), then `βattn` and `βmix` from
+/// what the tables leave of the mixed iterations (non-negative least squares, weights as
+/// the linear fit's).
 fn fit_ubatch(
     mb: &MicrobenchResult,
     prefill: &[(f64, f64)],
@@ -446,25 +483,40 @@ fn fit_ubatch(
         0.0
     };
     // (tokens, duration, how many points were averaged)
-    let mut table: Vec<(f64, f64, f64)> = Vec::new();
-    let mut add = |k: f64, y: f64| match table.iter_mut().find(|p| p.0 == k) {
-        Some(p) => {
-            p.1 = (p.1 * p.2 + y) / (p.2 + 1.0);
-            p.2 += 1.0;
+    type Table = Vec<(f64, f64, f64)>;
+    fn add(table: &mut Table, k: f64, y: f64) {
+        match table.iter_mut().find(|p| p.0 == k) {
+            Some(p) => {
+                p.1 = (p.1 * p.2 + y) / (p.2 + 1.0);
+                p.2 += 1.0;
+            }
+            None => table.push((k, y, 1.0)),
         }
-        None => table.push((k, y, 1.0)),
-    };
-    for &(n, c, y) in decode_ctx {
-        add(n, (y - beta_kv * c).max(0.0));
     }
+    fn points(mut t: Table) -> Vec<(f64, f64)> {
+        t.sort_by(|a, b| a.0.total_cmp(&b.0));
+        t.into_iter().map(|p| (p.0, p.1)).collect()
+    }
+    // decode micro-batches: k sequences, k outputs
+    let mut decode: Table = Vec::new();
+    for &(n, c, y) in decode_ctx {
+        add(&mut decode, n, (y - beta_kv * c).max(0.0));
+    }
+    // prompt micro-batches: k tokens, one output; below the shortest prompt measured,
+    // the decode points stand in (dearer by their extra outputs)
+    let mut prompt: Table = Vec::new();
     for &(t, y) in prefill {
         if mb.budget.is_none_or(|b| t <= b as f64) {
-            add(t, y);
+            add(&mut prompt, t, y);
         }
     }
-    table.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let shortest = prompt.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    for p in decode.iter().filter(|p| p.0 < shortest) {
+        prompt.push(*p);
+    }
     let mut model = UbatchCost {
-        ubatch: table.iter().map(|p| (p.0, p.1)).collect(),
+        ubatch: points(prompt),
+        decode: points(decode),
         beta_kv,
         kv_window: if beta_kv > 0.0 { kv_window } else { 0 },
         attn_tile,
@@ -486,6 +538,7 @@ fn fit_ubatch(
         context_tokens: ctx.round() as u64,
         prefill_attn: attn,
         decode_ubatches: 1,
+        max_context_tokens: 0,
     };
     if mixed.len() >= 2 {
         let base_model = CostModel::Ubatch(model.clone());
@@ -592,6 +645,7 @@ pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitErro
         "source": source.display().to_string(),
         "linear_rel_rms": f.linear_rel_rms, "residuals": f.residuals,
         "ubatch_rel_rms": f.ubatch_rel_rms, "ubatch_residuals": f.ubatch_residuals,
+        "overhead_s": f.overhead_s,
         "note": "table and linear are engine::cost::CostModel values (serde tag \"kind\")",
     });
     Ok(vec![
@@ -631,6 +685,12 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
                 p.0
             )),
             f.ubatch_rel_rms * 100.0
+        );
+    }
+    if f.overhead_s > 0.0 {
+        println!(
+            "per-request overhead {:.2} ms (client TTFT − server prompt time; simulate --overhead-ms)",
+            f.overhead_s * 1e3
         );
     }
     for p in files {
@@ -778,7 +838,7 @@ mod tests {
             decode_seqs: k,
             context_tokens: ctx.round() as u64 + p,
             prefill_attn: model.prefill_attn(p, c),
-            decode_ubatches: 1,
+            ..BatchShape::default()
         };
         let mut m = mb();
         m.budget = Some(32);
@@ -841,34 +901,36 @@ mod tests {
         assert_eq!((l.beta_attn, l.attn_tile, l.beta_mixed), (0.0, 0, 0.0));
     }
 
-    /// A known micro-batch model generates lone prompts, decode steps in one micro-batch
-    /// at two contexts, split layouts and the mixed probe; the fit recovers it, and
-    /// predicts the split layouts it was not fitted to.
+    /// A known micro-batch model (decodes dearer than prompts of as many tokens) plus a
+    /// per-request overhead generates lone prompts, decode steps in one micro-batch at two
+    /// contexts, split layouts and the mixed probe; the fit recovers it, and predicts the
+    /// split layouts it was not fitted to.
     #[test]
     fn ubatch_model_is_recovered_from_its_own_microbenchmark() {
         use crate::microbench::MixedPoint;
         let truth = UbatchCost {
             ubatch: vec![
                 (1.0, 0.006),
-                (2.0, 0.009),
-                (3.0, 0.011),
-                (4.0, 0.012),
+                (2.0, 0.0075),
+                (4.0, 0.010),
                 (16.0, 0.022),
                 (64.0, 0.06),
                 (256.0, 0.25),
             ],
+            decode: vec![(1.0, 0.006), (2.0, 0.009), (3.0, 0.011), (4.0, 0.013)],
             beta_kv: 1e-5,
             beta_mixed: 2e-4,
             ..UbatchCost::default()
         };
+        let overhead = 0.0018;
         let model = CostModel::Ubatch(truth.clone());
         let mut m = mb();
-        m.prefill = [4u32, 16, 64, 256]
+        m.prefill = [1u32, 2, 4, 16, 64, 256]
             .map(|t| PrefillPoint {
                 prompt_tokens: t,
-                latency_s: truth.g(t as f64),
+                latency_s: truth.g(t as f64) + overhead,
                 samples_s: vec![],
-                server_prompt_s: None,
+                server_prompt_s: Some(truth.g(t as f64)),
             })
             .to_vec();
         m.decode.clear();
@@ -906,7 +968,7 @@ mod tests {
                     decode_seqs: k,
                     context_tokens: ctx as u64,
                     prefill_attn: 0,
-                    decode_ubatches: 1,
+                    ..BatchShape::default()
                 }),
                 gaps: 4,
             });
@@ -919,8 +981,19 @@ mod tests {
         assert!((u.beta_kv - 1e-5).abs() < 1e-12, "{u:?}");
         assert!((u.beta_mixed - 2e-4).abs() < 1e-12, "{u:?}");
         for (k, y) in &truth.ubatch {
-            assert!((u.g(*k) - y).abs() < 1e-12, "{k}: {u:?}");
+            assert!((u.g(*k) - y).abs() < 1e-12, "prompt {k}: {u:?}");
         }
+        for (k, y) in &truth.decode {
+            assert!((u.g_decode(*k) - y).abs() < 1e-12, "decode {k}: {u:?}");
+        }
+        assert!((f.overhead_s - overhead).abs() < 1e-12, "{}", f.overhead_s);
+        // with the server's prompt times instead: no overhead, the same prompt table
+        let s = fit(&m, true).unwrap();
+        assert_eq!(s.overhead_s, 0.0);
+        let CostModel::Ubatch(su) = &s.ubatch else {
+            panic!()
+        };
+        assert!((su.g(16.0) - 0.022).abs() < 1e-12);
         // the linear and table fits see only the one-micro-batch points
         let CostModel::Table(t) = &f.table else {
             panic!()

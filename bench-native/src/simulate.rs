@@ -114,6 +114,11 @@ pub struct ModelArgs {
     /// capacity too unless --kv is given), or a JSON file of a CostModel (from `bench-native fit`).
     #[arg(long)]
     pub cost: Option<String>,
+    /// Per-request front-end overhead [ms] (HTTP, tokenization, the server's task queue):
+    /// each request reaches the scheduler this long after it arrives, and TTFT and E2E
+    /// include it. Default: a `fit` file's `overhead_s`, else 0.
+    #[arg(long)]
+    pub overhead_ms: Option<f64>,
     /// Arrivals stop at this time [s].
     #[arg(long)]
     pub horizon: Option<f64>,
@@ -213,8 +218,11 @@ impl ModelArgs {
                     c.server.kv_tokens = kv;
                 }
             } else {
-                c.cost = load_cost(cost)?;
+                (c.cost, c.server.overhead_s) = load_cost(cost)?;
             }
+        }
+        if let Some(ms) = self.overhead_ms {
+            c.server.overhead_s = ms / 1e3;
         }
         if let Some(h) = self.horizon {
             c.horizon_s = h;
@@ -275,16 +283,22 @@ pub fn roofline(spec: &str) -> anyhow::Result<(CostModel, u64)> {
 }
 
 /// `reference`, `a10g`, or a JSON file holding a CostModel (or an object with a "linear" /
-/// "table" CostModel field, as `fit` writes).
-pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
+/// "table" CostModel field, as `fit` writes), with the per-request overhead [s] the file
+/// gives (`fit`'s `overhead_s`; 0 otherwise).
+pub fn load_cost(spec: &str) -> anyhow::Result<(CostModel, f64)> {
     match spec {
-        "reference" => Ok(CostModel::default()),
-        "a10g" => Ok(CostModel::Table(TableCost::a10g_qwen_1_5b())),
+        "reference" => Ok((CostModel::default(), 0.0)),
+        "a10g" => Ok((CostModel::Table(TableCost::a10g_qwen_1_5b()), 0.0)),
         path => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading cost model {path}"))?;
             let v: serde_json::Value =
                 serde_json::from_str(&text).with_context(|| format!("{path} is not JSON"))?;
+            let overhead = v
+                .get("overhead_s")
+                .and_then(serde_json::Value::as_f64)
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .unwrap_or(0.0);
             let pick = if v.get("kind").is_some() {
                 v
             } else if let Some(t) = v.get("table") {
@@ -297,7 +311,7 @@ pub fn load_cost(spec: &str) -> anyhow::Result<CostModel> {
             let m: CostModel = serde_json::from_value(pick)
                 .with_context(|| format!("{path}: not a cost model"))?;
             m.validate()?;
-            Ok(m)
+            Ok((m, overhead))
         }
     }
 }
@@ -387,6 +401,13 @@ pub fn warnings(cfg: &SimConfig, s: &Summary) -> anyhow::Result<Vec<String>> {
                 100.0 * cut as f64 / reqs.len().max(1) as f64
             ));
         }
+    }
+    if cfg.server.overhead_s > 0.0 {
+        out.push(format!(
+            "note: TTFT and E2E include a per-request front-end overhead of {:.2} ms \
+             (--overhead-ms, or the cost file's overhead_s)",
+            cfg.server.overhead_s * 1e3
+        ));
     }
     if s.arrivals > 0 && s.blocking_probability >= 0.5 {
         out.push(format!(

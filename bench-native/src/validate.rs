@@ -133,8 +133,13 @@ pub struct ValidateArgs {
     /// non-consecutive slots into separate passes (`engine::cost::UbatchCost`).
     #[arg(long, value_enum, default_value_t = CostKind::Ubatch)]
     pub cost: CostKind,
-    /// Microbenchmark prompt lengths (those above the cap are dropped).
-    #[arg(long, value_delimiter = ',', default_value = "4,16,64,128,256,448,512")]
+    /// Microbenchmark prompt lengths (those above the cap are dropped). The short ones
+    /// price the many tiny prompts of the scaled ShareGPT workload directly.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4,16,64,128,256,448,512"
+    )]
     pub mb_prompts: Vec<u32>,
     /// Microbenchmark repeats per prompt length.
     #[arg(long, default_value_t = 3)]
@@ -281,7 +286,12 @@ fn kv_text(m: &ServerModel) -> String {
     }
 }
 
-fn sim_config(m: &ServerModel, cost: &CostModel, requests: Vec<TraceRequest>) -> SimConfig {
+fn sim_config(
+    m: &ServerModel,
+    cost: &CostModel,
+    overhead_s: f64,
+    requests: Vec<TraceRequest>,
+) -> SimConfig {
     let mut c = SimConfig::vllm_like(1.0);
     c.workload = Workload {
         arrivals: ArrivalProcess::Trace { requests },
@@ -302,6 +312,7 @@ fn sim_config(m: &ServerModel, cost: &CostModel, requests: Vec<TraceRequest>) ->
             m.budget,
         )
     };
+    c.server.overhead_s = overhead_s;
     c.cost = cost.clone();
     c.first_token = FirstToken::AfterPrefill;
     c.end = EndRule::Drain;
@@ -309,8 +320,13 @@ fn sim_config(m: &ServerModel, cost: &CostModel, requests: Vec<TraceRequest>) ->
     c
 }
 
-fn simulate(m: &ServerModel, cost: &CostModel, t: &[TraceRequest]) -> anyhow::Result<Summary> {
-    let cfg = sim_config(m, cost, t.to_vec());
+fn simulate(
+    m: &ServerModel,
+    cost: &CostModel,
+    overhead_s: f64,
+    t: &[TraceRequest],
+) -> anyhow::Result<Summary> {
+    let cfg = sim_config(m, cost, overhead_s, t.to_vec());
     cfg.validate().context("simulator configuration")?;
     Ok(engine::sim::simulate(&cfg)?.summary)
 }
@@ -519,8 +535,8 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         results.push(RateResult {
             rate,
             load: rate / capacity_rps,
-            predicted: simulate(&model, &cost, &t)?,
-            predicted_alt: simulate(&model, &alt, &t)?,
+            predicted: simulate(&model, &cost, f.overhead_s, &t)?,
+            predicted_alt: simulate(&model, &alt, f.overhead_s, &t)?,
             measured: m,
         });
     }
@@ -648,7 +664,8 @@ fn capacity(
             class: 0,
         })
         .collect();
-    Ok(simulate(m, cost, &t)?.throughput_rps)
+    // The drain rate does not depend on the per-request overhead.
+    Ok(simulate(m, cost, 0.0, &t)?.throughput_rps)
 }
 
 /// The CSV header of `validate.csv`.
@@ -693,7 +710,8 @@ fn markdown(
          `max_num_batched_tokens`). Model: max_batch = slots, {}, budget as the \
          server's, first token after prefill, drain; cost = fitted **{:?}** (relative RMS \
          over the microbenchmark's points: linear {:.1} %, micro-batch {:.1} %, split slot \
-         layouts included). \
+         layouts included), plus a per-request front-end overhead of {:.2} ms (a lone \
+         prompt's client TTFT minus the server's prompt time). \
          Workload: ShareGPT lengths × {}, prompt + output ≤ {cap}, Poisson, seed {}, {} \
          requests per rate, the same trace replayed against the server and simulated. \
          Predicted saturation {:.2} req/s.\n",
@@ -705,6 +723,7 @@ fn markdown(
         args.cost,
         f.linear_rel_rms * 100.0,
         f.ubatch_rel_rms * 100.0,
+        f.overhead_s * 1e3,
         args.scale,
         args.seed,
         args.requests,

@@ -40,6 +40,10 @@ pub struct BatchShape {
     /// decodes in slots {0, 2} run as two forward passes. 0 = not tracked (one)
     /// [micro-batches].
     pub decode_ubatches: u32,
+    /// The longest context in KV among the batch's sequences, when the cost needs it
+    /// (`UbatchCost` with a KV window: llama.cpp pads a micro-batch's attention to its
+    /// longest sequence); 0 = not tracked (the mean context stands in) [tokens].
+    pub max_context_tokens: u64,
 }
 
 /// Iteration duration as a function of the batch.

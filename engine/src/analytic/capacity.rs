@@ -79,6 +79,7 @@ pub fn capacity_bounds(cfg: &SimConfig) -> Result<CapacityBounds, AnalyticError>
                 context_tokens: ctx,
                 prefill_attn: cost.prefill_attn(0, libm::round(ep) as u32),
                 decode_ubatches: 0,
+                max_context_tokens: 0,
             });
             (mixed - cost.decode_step(b.saturating_sub(1).max(1), ctx)).max(0.0)
         }

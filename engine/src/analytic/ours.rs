@@ -233,6 +233,7 @@ impl Ours {
                         context_tokens: self.cost_ctx(b),
                         prefill_attn: self.cfg.cost.prefill_attn(0, t as u32),
                         decode_ubatches: 0,
+                        max_context_tokens: 0,
                     })
                 };
                 let (t0, t1) = (it(lo as u64), it(lo as u64 + 1));

@@ -167,7 +167,7 @@ mod tests {
             decode_seqs: 2,
             context_tokens: 0,
             prefill_attn: c.attn_pairs(448, 30),
-            decode_ubatches: 0,
+            ..BatchShape::default()
         };
         let want = 0.005 + 0.030 + 0.004 + 4e-6 * s.prefill_attn as f64 + 30.0 * 3e-4;
         assert!((c.iteration(&s) - want).abs() < 1e-12);

@@ -3,10 +3,10 @@
 //! context, prompt-attention and mixed terms of [`super::LinearCost`].
 //!
 //! # Formula
-//! `t = Σ_decode micro-batches g(k) + s·g(T / s) + βkv·kv + βattn·prefill_attn`
+//! `t = Σ_decode micro-batches g_d(k) + s·g(T / s) + βkv·kv + βattn·prefill_attn`
 //! `+ βmix·T·[decode_seqs > 0]` [s], where `kv` is the context in KV, or with a KV
 //! window the cells of padded windows beyond the first ([`UbatchCost::charged_context`]),
-//! `g` interpolates the table, the `n` decoding
+//! `g` interpolates the table (`g_d` the decode table, see below), the `n` decoding
 //! sequences form `r` = [`BatchShape::decode_ubatches`] (at least 1) micro-batches of
 //! `n / r` sequences each (as equal as integers allow), and the `T` prompt tokens of the
 //! `s` prefilling sequences are one micro-batch per sequence, `T / s` tokens each.
@@ -14,11 +14,9 @@
 //! Why a table: on the CPU llama-server (1 thread, f16 weights) a forward pass over `k`
 //! tokens is not linear in `k`. Up to a few tokens every extra token costs about as much
 //! as a whole decode's matrix–vector products (≈ 2 ms against ≈ 3.5 ms fixed); from
-//! about four tokens on the matrix–matrix path costs ≈ 0.85 ms per token. Decodes and
-//! prompt tokens of one micro-batch cost the same: a 4-token prompt takes as long as 4
-//! decodes in one micro-batch, a 1-token prompt as long as 1 decode. So a decode curve
-//! (1..=slots sequences in consecutive slots) and a prefill curve (lone prompts) measure
-//! one function, and a linear model with one intercept cannot fit both its ends.
+//! about four tokens on the matrix–matrix path costs ≈ 0.85 ms per token. So a decode curve
+//! (1..=slots sequences in consecutive slots) and a prefill curve (lone prompts) have the
+//! same shape, and a linear model with one intercept cannot fit both their ends.
 //!
 //! Why a window: llama.cpp attends over `n_kv` = the micro-batch's longest KV padded up to
 //! a multiple of 256 cells, at least 256 (`llama_kv_cache::get_n_kv`). Decodes with up to
@@ -26,6 +24,12 @@
 //! context tokens in the microbenchmark and in real runs), and 304 tokens cost one more
 //! window (+2–3 ms per stream). A per-token `βkv` fitted across that step prices short
 //! contexts ≈ 10 % low.
+//!
+//! Decode micro-batches have their own table when measured (`decode`): a micro-batch of
+//! k decodes computes and samples k output rows, a k-token prompt one, and on the CPU
+//! llama-server 4 decodes in one micro-batch take ≈ 13–15 ms against ≈ 10–11 ms for a
+//! 4-token prompt (session 7's microbenchmarks; one shared table priced 4-stream decode
+//! steps ≈ 8 % low, which near saturation became −30…−65 % on TTFT).
 //!
 //! Why micro-batches: with per-slot KV (llama.cpp's default without `-kvu`) the batch is
 //! cut into micro-batches of consecutive slot ids (`split_equal(…, sequential = true)`),
@@ -40,8 +44,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UbatchCost {
     /// (tokens in one micro-batch, duration of the iteration that runs it [s]), sorted by
-    /// tokens; interpolated piecewise-linearly, extrapolated linearly.
+    /// tokens; interpolated piecewise-linearly, extrapolated linearly. Prompt
+    /// micro-batches, and decode ones too when `decode` is empty.
     pub ubatch: Vec<(f64, f64)>,
+    /// (sequences decoding in one micro-batch, duration [s]), as `ubatch`: a decode
+    /// micro-batch of k sequences samples k tokens (k output rows), a k-token prompt one,
+    /// so on llama-server 4 decodes cost ≈ 3 ms more than a 4-token prompt. Empty = the
+    /// `ubatch` table.
+    #[serde(default)]
+    pub decode: Vec<(f64, f64)>,
     /// Per context token in KV [s/token]; with `kv_window` > 0, per KV cell of the
     /// padded attention window beyond the first `kv_window` cells [s/cell].
     #[serde(default)]
@@ -66,18 +77,20 @@ pub struct UbatchCost {
 
 impl UbatchCost {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let pts = &self.ubatch;
-        if pts.is_empty() {
+        if self.ubatch.is_empty() {
             return Err(ConfigError::Cost("micro-batch table has no points".into()));
         }
-        if pts
-            .iter()
-            .any(|p| !p.0.is_finite() || !p.1.is_finite() || p.0 < 0.0 || p.1 < 0.0)
-            || pts.windows(2).any(|w| w[1].0 <= w[0].0)
-        {
-            return Err(ConfigError::Cost(
-                "micro-batch points must be finite, >= 0 and strictly increasing in tokens".into(),
-            ));
+        for pts in [&self.ubatch, &self.decode] {
+            if pts
+                .iter()
+                .any(|p| !p.0.is_finite() || !p.1.is_finite() || p.0 < 0.0 || p.1 < 0.0)
+                || pts.windows(2).any(|w| w[1].0 <= w[0].0)
+            {
+                return Err(ConfigError::Cost(
+                    "micro-batch points must be finite, >= 0 and strictly increasing in tokens"
+                        .into(),
+                ));
+            }
         }
         let v = [self.beta_kv, self.beta_attn, self.beta_mixed];
         if !v.iter().all(|x| x.is_finite() && *x >= 0.0) {
@@ -85,7 +98,7 @@ impl UbatchCost {
                 "micro-batch model coefficients must be finite and >= 0".into(),
             ));
         }
-        if self.g(1.0) <= 0.0 {
+        if self.g(1.0) <= 0.0 || self.g_decode(1.0) <= 0.0 {
             return Err(ConfigError::Cost(
                 "a one-token micro-batch must take > 0 s".into(),
             ));
@@ -99,6 +112,18 @@ impl UbatchCost {
             0.0
         } else {
             interpolate(&self.ubatch, tokens).max(0.0)
+        }
+    }
+
+    /// One micro-batch of `seqs` decoding sequences [s] (the `decode` table, or `ubatch`
+    /// when it is empty).
+    pub fn g_decode(&self, seqs: f64) -> f64 {
+        if self.decode.is_empty() {
+            self.g(seqs)
+        } else if seqs <= 0.0 {
+            0.0
+        } else {
+            interpolate(&self.decode, seqs).max(0.0)
         }
     }
 
@@ -116,7 +141,8 @@ impl UbatchCost {
     /// or with a window W the cells beyond the first window of each sequence's padded
     /// attention window, `seqs · (⌈c̄ / W⌉·W − W)` with c̄ the mean context per sequence
     /// (llama.cpp pads to the longest sequence of a micro-batch; the mean stands in for
-    /// it) [tokens or cells].
+    /// it here, and the simulator gives the longest as `BatchShape::max_context_tokens`)
+    /// [tokens or cells].
     ///
     /// # Examples
     /// ```
@@ -139,6 +165,19 @@ impl UbatchCost {
         seqs as f64 * ((mean / w).ceil().max(1.0) - 1.0) * w
     }
 
+    /// What `beta_kv` multiplies in an iteration: [`UbatchCost::charged_context`], with
+    /// a window and a known longest context every sequence padded to the longest's
+    /// window (as llama.cpp's `get_n_kv` pads the micro-batch).
+    fn charged(&self, s: &BatchShape) -> f64 {
+        if self.kv_window > 0 && s.max_context_tokens > 0 {
+            let w = self.kv_window as f64;
+            let windows = (s.max_context_tokens as f64 / w).ceil().max(1.0) - 1.0;
+            s.running as f64 * windows * w
+        } else {
+            self.charged_context(s.context_tokens, s.running)
+        }
+    }
+
     pub(crate) fn iteration(&self, s: &BatchShape) -> f64 {
         let n = s.decode_seqs;
         let decode = if n == 0 {
@@ -146,7 +185,7 @@ impl UbatchCost {
         } else {
             let r = s.decode_ubatches.clamp(1, n);
             let (k, big) = (n / r, n % r);
-            big as f64 * self.g((k + 1) as f64) + (r - big) as f64 * self.g(k as f64)
+            big as f64 * self.g_decode((k + 1) as f64) + (r - big) as f64 * self.g_decode(k as f64)
         };
         let prefill = if s.prefill_tokens == 0 {
             0.0
@@ -156,7 +195,7 @@ impl UbatchCost {
         };
         decode
             + prefill
-            + self.beta_kv * self.charged_context(s.context_tokens, s.running)
+            + self.beta_kv * self.charged(s)
             + self.beta_attn * s.prefill_attn as f64
             + if n > 0 {
                 self.beta_mixed * s.prefill_tokens as f64
@@ -198,6 +237,65 @@ mod tests {
         });
         assert_eq!(w.decode_step(2, 400), c.decode_step(2, 0));
         assert!((w.decode_step(2, 600) - (c.decode_step(2, 0) + 2.0 * 256.0 * 5e-6)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn decode_micro_batches_use_their_own_table_and_prompts_the_other() {
+        let m = UbatchCost {
+            decode: vec![(1.0, 0.0060), (4.0, 0.0140)],
+            ..model()
+        };
+        let c = CostModel::Ubatch(m.clone());
+        c.validate().unwrap();
+        // 4 decodes in one micro-batch: the decode table; in 2 + 2: twice its g_d(2)
+        assert!((c.decode_step_split(4, 1, 0) - 0.0140).abs() < 1e-12);
+        let g2 = 0.0060 + (0.0140 - 0.0060) / 3.0;
+        assert!((c.decode_step_split(4, 2, 0) - 2.0 * g2).abs() < 1e-12);
+        // a lone 4-token prompt: the prompt table
+        let p4 = BatchShape {
+            running: 1,
+            prefill_tokens: 4,
+            prefill_seqs: 1,
+            ..BatchShape::default()
+        };
+        assert!((m.iteration(&p4) - 0.0116).abs() < 1e-12);
+        // an empty decode table falls back to the prompt table
+        assert_eq!(model().g_decode(4.0), model().g(4.0));
+        let bad = UbatchCost {
+            decode: vec![(2.0, 0.01), (1.0, 0.02)],
+            ..model()
+        };
+        assert!(CostModel::Ubatch(bad).validate().is_err());
+    }
+
+    #[test]
+    fn every_sequence_pays_the_longest_ones_window() {
+        let m = UbatchCost {
+            kv_window: 256,
+            ..model()
+        };
+        // contexts 300, 20, 20, 20: the mean (90) is inside the first window, but the
+        // micro-batch is padded to the longest, one more window for each of the four
+        let s = BatchShape {
+            running: 4,
+            decode_seqs: 4,
+            context_tokens: 360,
+            max_context_tokens: 300,
+            decode_ubatches: 1,
+            ..BatchShape::default()
+        };
+        let base = m.iteration(&BatchShape {
+            max_context_tokens: 0,
+            context_tokens: 0,
+            ..s
+        });
+        assert!((m.iteration(&s) - (base + 4.0 * 256.0 * 5e-6)).abs() < 1e-12);
+        // not tracked: the mean stands in
+        let untracked = BatchShape {
+            max_context_tokens: 0,
+            ..s
+        };
+        assert_eq!(m.iteration(&untracked), base);
     }
 
     #[test]
