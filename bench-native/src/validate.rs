@@ -63,6 +63,9 @@ Examples:
   # fixed rates, more requests per rate, the linear cost model
   bench-native validate --rates 1,2,4,8 --requests 80 --cost linear --out /tmp/val
 
+  # the same measurements, predicted again by this build's models (no server)
+  bench-native validate --replay results/validate_llama/session7_d --out /tmp/replay
+
 Files written to --out: validate.md (table, command at the top), validate.csv (one row per
 rate: predicted, measured and relative error of each metric), microbench.json/.csv,
 fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace) and
@@ -167,6 +170,11 @@ pub struct ValidateArgs {
     /// Output directory.
     #[arg(long, default_value = "results/validate")]
     pub out: PathBuf,
+    /// Re-predict a finished `validate` directory instead of measuring: its pooled
+    /// microbenchmarks are re-fitted and its traces re-simulated with this build's models,
+    /// against its measurements (no server needed). Reads DIR, writes --out (may be DIR).
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
 }
 
 /// Reads one metric from a summary.
@@ -389,6 +397,29 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
     let out = args.out.clone();
     std::fs::create_dir_all(out.join("sim"))
         .with_context(|| format!("creating {}", out.display()))?;
+    if let Some(dir) = &args.replay {
+        let rec = read_recorded(dir)?;
+        // the report's workload line: the recorded traces' length
+        let args = &ValidateArgs {
+            requests: rec.measured[0].1.len(),
+            ..args.clone()
+        };
+        let model = server_model(args, &rec.meta)?;
+        let cap = length_cap(args, &model);
+        eprintln!(
+            "replaying {}: {} rates, re-fitting its microbenchmarks",
+            dir.display(),
+            rec.measured.len()
+        );
+        return predict_and_report(
+            args,
+            command,
+            &model,
+            cap,
+            (&rec.pre, &rec.post),
+            rec.measured,
+        );
+    }
     let rt = crate::run::runtime()?;
     let endpoint = args.server.endpoint();
     let meta = rt.block_on(async {
@@ -396,11 +427,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         Ok::<_, crate::client::ClientError>(crate::run::server_metadata(&ep).await)
     })?;
     let model = server_model(args, &meta)?;
-    // prompt + output ≤ per-slot context (one token of slack for BOS)
-    let cap = match model.per_slot {
-        Some(c) => args.max_len.min(c.saturating_sub(1).max(2) as u32),
-        None => args.max_len,
-    };
+    let cap = length_cap(args, &model);
     eprintln!(
         "server: {} slots, {} KV tokens (per slot {:?}), budget {} (from --budget); lengths ShareGPT × {} capped at {cap}",
         model.slots, model.kv_tokens, model.per_slot, model.budget, args.scale
@@ -523,20 +550,100 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
     eprintln!("4/4 microbenchmark (after the measurement), fit, simulate");
     let mb_post = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
     microbench::write(&mb_post, &out.join("microbench_post.json"))?;
-    let mb = pool(&mb_pre, &mb_post);
+    predict_and_report(args, command, &model, cap, (&mb_pre, &mb_post), measured)
+}
+
+/// prompt + output ≤ the per-slot context (one token of slack for BOS) and `--max-len`.
+fn length_cap(args: &ValidateArgs, model: &ServerModel) -> u32 {
+    match model.per_slot {
+        Some(c) => args.max_len.min(c.saturating_sub(1).max(2) as u32),
+        None => args.max_len,
+    }
+}
+
+/// What a finished `validate` directory recorded.
+struct Recorded {
+    meta: Value,
+    pre: MicrobenchResult,
+    post: MicrobenchResult,
+    /// (rate, trace, measured summary), by rate.
+    measured: Vec<(f64, Vec<TraceRequest>, Summary)>,
+}
+
+/// Reads a `validate` output directory: the two microbenchmarks, and per `rate-<r>/` its
+/// `summary.json` and the trace `sim/trace-<r>.json`.
+fn read_recorded(dir: &Path) -> anyhow::Result<Recorded> {
+    let json = |p: PathBuf| -> anyhow::Result<Value> {
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", p.display()))
+    };
+    let mb = |name: &str| -> anyhow::Result<MicrobenchResult> {
+        Ok(fit::read_microbench(&dir.join(name))?)
+    };
+    let (pre, post) = (mb("microbench_pre.json")?, mb("microbench_post.json")?);
+    let mut measured = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(r) = name.strip_prefix("rate-") else {
+            continue;
+        };
+        let summary = json(e.path().join("summary.json"))?;
+        // the nominal rate the trace was drawn at (the summary has the realised one)
+        let rate = r
+            .parse()
+            .ok()
+            .or_else(|| summary["arrival_rate_rps"].as_f64())
+            .with_context(|| format!("{name}: no arrival rate"))?;
+        let m: Summary = serde_json::from_value(summary["summary"].clone())
+            .with_context(|| format!("{name}/summary.json: no summary"))?;
+        let t: Vec<TraceRequest> =
+            serde_json::from_value(json(dir.join("sim").join(format!("trace-{r}.json")))?)
+                .with_context(|| format!("sim/trace-{r}.json is not a trace"))?;
+        measured.push((rate, t, m));
+    }
+    if measured.is_empty() {
+        bail!(
+            "{}: no rate-<r>/ directories of a validate run",
+            dir.display()
+        );
+    }
+    measured.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(Recorded {
+        meta: pre.metadata.clone(),
+        pre,
+        post,
+        measured,
+    })
+}
+
+/// Steps 4–5: fit the pooled microbenchmarks, simulate every measured trace, write the
+/// report.
+fn predict_and_report(
+    args: &ValidateArgs,
+    command: &str,
+    model: &ServerModel,
+    cap: u32,
+    (mb_pre, mb_post): (&MicrobenchResult, &MicrobenchResult),
+    measured: Vec<(f64, Vec<TraceRequest>, Summary)>,
+) -> anyhow::Result<ValidateReport> {
+    let out = &args.out;
+    let pick = |f: &fit::Fit| (args.cost.of(f), args.cost.alt().of(f));
+    let mb = pool(mb_pre, mb_post);
     let mb_path = out.join("microbench.json");
     microbench::write(&mb, &mb_path)?;
     let f = fit::fit(&mb, false)?;
     fit::write(&f, &mb_path, &out.join("fit.json"))?;
     let (cost, alt) = pick(&f);
-    let capacity_rps = capacity(args, &model, &cost, cap)?;
+    let capacity_rps = capacity(args, model, &cost, cap)?;
     let mut results = Vec::new();
     for (rate, t, m) in measured {
         results.push(RateResult {
             rate,
             load: rate / capacity_rps,
-            predicted: simulate(&model, &cost, f.overhead_s, &t)?,
-            predicted_alt: simulate(&model, &alt, f.overhead_s, &t)?,
+            predicted: simulate(model, &cost, f.overhead_s, &t)?,
+            predicted_alt: simulate(model, &alt, f.overhead_s, &t)?,
             measured: m,
         });
     }
@@ -558,7 +665,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         out: out.clone(),
     };
     write_csv(&report, &out.join("validate.csv"))?;
-    let md = markdown(&report, args, &model, cap, command, &f, (&mb_pre, &mb_post));
+    let md = markdown(&report, args, model, cap, command, &f, (mb_pre, mb_post));
     std::fs::write(out.join("validate.md"), &md)
         .with_context(|| format!("writing {}", out.join("validate.md").display()))?;
     eprintln!("4/4 wrote {}", out.join("validate.md").display());

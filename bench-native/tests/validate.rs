@@ -1,12 +1,13 @@
 //! `bench-native validate` end to end against a real llama-server (CPU, 1 thread, the tiny
 //! random-weight model of `scripts/llama-server.sh`) that this test starts on a free
-//! loopback port and kills by PID. Two rates, a few short requests each (~30 s).
+//! loopback port and kills by PID. Two rates, a few short requests each (~30 s); then the
+//! same run and a committed one re-predicted with `--replay` (no server).
 //!
 //! A missing binary is a FAILURE with instructions, never a silent pass.
 
 mod common;
 use bench_native::cli::{Cli, Command as Sub};
-use bench_native::validate::{self, METRICS};
+use bench_native::validate::{self, ValidateArgs, METRICS};
 use clap::Parser;
 use common::{free_port, installed};
 use std::io::{Read, Write};
@@ -170,5 +171,84 @@ fn validate_two_rates_against_llama_server() {
             r.rate
         );
     }
+    // the recorded run, re-predicted without the server, gives the same numbers
+    let replayed = dir.join("replay");
+    let argv2 = [
+        "bench-native",
+        "validate",
+        "--budget",
+        "256",
+        "--max-len",
+        "160",
+        "--scale",
+        "0.1",
+        "--replay",
+        out.to_str().unwrap(),
+        "--out",
+        replayed.to_str().unwrap(),
+    ];
+    let Sub::Validate(args2) = Cli::try_parse_from(argv2).unwrap().command else {
+        panic!("not the validate subcommand")
+    };
+    let again = validate::validate(&args2, &argv2.join(" ")).unwrap();
+    assert_eq!(again.rates.len(), rep.rates.len());
+    // equal up to the last bits that a float loses in a JSON round trip
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1e-12);
+    for (a, b) in rep.rates.iter().zip(&again.rates) {
+        assert_eq!(a.rate, b.rate);
+        for (x, y) in a.errors(false).into_iter().zip(b.errors(false)) {
+            assert!(
+                close(x.1, y.1) && close(x.2, y.2),
+                "rate {} {}: {x:?} vs {y:?}",
+                a.rate,
+                x.0
+            );
+        }
+    }
+    assert!(close(rep.median_abs_rel_error, again.median_abs_rel_error));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A committed `validate` run (results/validate_llama/session7_a: llama-server, 4 rates ×
+/// 40 requests) re-predicted by this build without a server: every cell is computed.
+#[test]
+fn replay_of_a_committed_run() {
+    let rec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results/validate_llama/session7_a");
+    let out = std::env::temp_dir().join(format!("kvqueue-replay-{}", std::process::id()));
+    let argv = [
+        "bench-native",
+        "validate",
+        "--replay",
+        rec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let Sub::Validate(args) = Cli::try_parse_from(argv).unwrap().command else {
+        panic!("not the validate subcommand")
+    };
+    let rep = validate::validate(&args, &argv.join(" ")).unwrap();
+    let rates: Vec<f64> = rep.rates.iter().map(|r| r.rate).collect();
+    assert_eq!(rates, [0.71, 1.4, 2.3, 3.4]);
+    for r in &rep.rates {
+        assert_eq!(r.measured.completed, 40, "rate {}", r.rate);
+        assert_eq!(r.predicted.completed, 40, "rate {}", r.rate);
+        for (name, p, m, e) in r.errors(false) {
+            assert!(p > 0.0 && m > 0.0 && e.is_finite(), "{name} at {}", r.rate);
+        }
+    }
+    assert!(rep.median_abs_rel_error > 0.0 && rep.median_abs_rel_error < 1.0);
+    let md = std::fs::read_to_string(out.join("validate.md")).unwrap();
+    assert!(md.contains("--replay"), "{md}");
+    // a directory that is not a validate run is an error that names it
+    let e = validate::validate(
+        &ValidateArgs {
+            replay: Some(out.join("sim")),
+            ..args.clone()
+        },
+        "",
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("sim"), "{e:#}");
+    let _ = std::fs::remove_dir_all(&out);
 }
