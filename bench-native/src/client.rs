@@ -80,6 +80,9 @@ pub struct EndpointConfig {
     pub ignore_eos: bool,
     /// Also send `min_tokens = max_tokens` (vLLM; llama.cpp ignores it).
     pub min_tokens: bool,
+    /// Timeout of the control requests (`/v1/models`, `/props`, `/metrics`, …): the
+    /// user's `--timeout`, 10 s by default.
+    pub control_timeout: Duration,
 }
 
 impl Default for EndpointConfig {
@@ -91,6 +94,7 @@ impl Default for EndpointConfig {
             api_key: None,
             ignore_eos: true,
             min_tokens: false,
+            control_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -107,6 +111,7 @@ pub struct Endpoint {
     api_key: Option<String>,
     ignore_eos: bool,
     min_tokens: bool,
+    control_timeout: Duration,
     http: reqwest::Client,
 }
 
@@ -241,6 +246,7 @@ impl Endpoint {
             api_key: cfg.api_key.clone(),
             ignore_eos: cfg.ignore_eos,
             min_tokens: cfg.min_tokens,
+            control_timeout: cfg.control_timeout,
             http,
         };
         let models = match ep.get_json("/v1/models").await {
@@ -314,7 +320,7 @@ impl Endpoint {
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
         let resp = self
             .auth(self.http.get(format!("{}{path}", self.base)))
-            .timeout(Duration::from_secs(10))
+            .timeout(self.control_timeout)
             .send()
             .await
             .map_err(|e| ClientError::Other(describe(&e)))?;
@@ -790,5 +796,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A server that accepts the connection and never answers: connecting gives up after
+    /// the configured control timeout, not a fixed 10 s.
+    #[test]
+    fn the_pre_flight_check_honours_the_configured_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cfg = EndpointConfig {
+            url,
+            control_timeout: Duration::from_millis(300),
+            ..EndpointConfig::default()
+        };
+        let t = std::time::Instant::now();
+        let e = rt.block_on(Endpoint::connect(&cfg)).unwrap_err();
+        let took = t.elapsed();
+        assert!(matches!(e, ClientError::Unreachable { .. }), "{e}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        drop(listener);
     }
 }

@@ -113,6 +113,11 @@ impl ServerArgs {
                 .filter(|k| !k.is_empty()),
             ignore_eos: !self.no_ignore_eos,
             min_tokens: self.min_tokens,
+            // an invalid --timeout is reported by the command; keep the default here
+            control_timeout: Duration::try_from_secs_f64(self.timeout)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .unwrap_or(Duration::from_secs(10)),
         }
     }
 }

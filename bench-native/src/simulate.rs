@@ -222,6 +222,9 @@ impl ModelArgs {
             }
         }
         if let Some(ms) = self.overhead_ms {
+            if !(ms.is_finite() && ms >= 0.0) {
+                bail!("--overhead-ms must be a finite number >= 0, got {ms}");
+            }
             c.server.overhead_s = ms / 1e3;
         }
         if let Some(h) = self.horizon {
@@ -379,6 +382,62 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The command-line flag of an engine configuration field, where one sets it.
+fn flag_of(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "max_batch" => "--batch (--batches)",
+        "kv_tokens" => "--kv",
+        "token_budget" => "--budget",
+        "block_size" => "--block-size",
+        "horizon_s" => "--horizon",
+        "slo_ttft_s" => "--slo-ttft",
+        "slo_tpot_s" => "--slo-tpot",
+        "arrival rate" => "--rate (--rates)",
+        _ => return None,
+    })
+}
+
+/// An error as the user should read it (`{e:#}`), an engine [`ConfigError`] naming the
+/// command-line flag instead of the configuration field (`--batch (--batches) must be at
+/// least 1`, not `max_batch …`; `simulate` takes the singular, `sweep`/`compare` the list).
+pub fn with_flag_names(e: &anyhow::Error) -> String {
+    use engine::error::ConfigError as E;
+    let text = format!("{e:#}");
+    let Some(ce) = e.chain().find_map(|c| c.downcast_ref::<E>()) else {
+        return text;
+    };
+    let renamed = match ce {
+        E::NotPositive { name, value } => flag_of(name).map(|f| E::NotPositive {
+            name: f,
+            value: *value,
+        }),
+        E::Negative { name, value } => flag_of(name).map(|f| E::Negative {
+            name: f,
+            value: *value,
+        }),
+        E::Zero { name, value } => flag_of(name).map(|f| E::Zero {
+            name: f,
+            value: *value,
+        }),
+        E::OutOfRange { name, value, why } => flag_of(name).map(|f| E::OutOfRange {
+            name: f,
+            value: *value,
+            why,
+        }),
+        E::KvTooSmall { .. } => {
+            return text.replace(
+                &ce.to_string(),
+                &ce.to_string().replace("raise kv_tokens", "raise --kv"),
+            )
+        }
+        _ => None,
+    };
+    match renamed {
+        Some(r) => text.replace(&ce.to_string(), &r.to_string()),
+        None => text,
+    }
+}
+
 /// What a user should know about a run that the table does not say: requests cut to the
 /// maximum length (a slot's context with `--preset llama-cpp`), and a KV cache too small
 /// for most requests.
@@ -462,6 +521,40 @@ pub fn summary_table(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_errors_name_the_flags() {
+        let args = |extra: &[&str]| {
+            let mut v = vec!["bench-native", "simulate"];
+            v.extend_from_slice(extra);
+            let crate::cli::Command::Simulate(a) =
+                <crate::cli::Cli as clap::Parser>::try_parse_from(v)
+                    .unwrap()
+                    .command
+            else {
+                panic!()
+            };
+            a
+        };
+        let msg = |extra: &[&str]| {
+            let a = args(extra);
+            let r = a
+                .model
+                .config(a.rate, a.batch, a.kv.unwrap_or(8192), 0)
+                .and_then(|c| Ok(engine::sim::simulate(&c)?));
+            with_flag_names(&r.unwrap_err())
+        };
+        assert_eq!(
+            msg(&["--batch", "0"]),
+            "invalid configuration: --batch (--batches) must be at least 1, got 0"
+        );
+        assert!(msg(&["--horizon", "0"]).contains("--horizon must be"));
+        assert!(msg(&["--kv", "10", "--lengths", "fixed"]).contains("raise --kv"));
+        assert!(msg(&["--overhead-ms=-1"]).contains("--overhead-ms must be"));
+        // anything else is left as it was
+        let other = anyhow::anyhow!("reading cost model x.json");
+        assert_eq!(with_flag_names(&other), "reading cost model x.json");
+    }
 
     #[test]
     fn warns_about_cut_requests_and_a_too_small_kv_cache() {
