@@ -145,6 +145,8 @@ pub struct Params {
     pub block_size: u32,
     pub token_budget: u32,
     pub kv_mode: KvMode,
+    /// Per-request front-end overhead (HTTP, tokenization, task queue) [ms].
+    pub overhead_ms: f64,
     pub cost: Cost,
     /// Linear cost coefficients [s], [s/token], [s/seq].
     pub beta0: f64,
@@ -185,6 +187,7 @@ impl Default for Params {
             block_size: 1,
             token_budget: 2048,
             kv_mode: KvMode::Reserve,
+            overhead_ms: 0.0,
             cost: Cost::Reference,
             beta0: 0.006,
             beta_prefill: 8e-5,
@@ -285,7 +288,7 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
 
 /// Every text field of the page: URL key, the name the engine's messages use for it (if
 /// they name it), and its label on the page.
-pub const FIELDS: [(&str, Option<&str>, &str); 20] = [
+pub const FIELDS: [(&str, Option<&str>, &str); 21] = [
     ("k", Some("burstiness"), "burstiness k"),
     ("rates", None, "rates λ [req/s]"),
     ("rate", None, "chosen λ [req/s]"),
@@ -299,6 +302,7 @@ pub const FIELDS: [(&str, Option<&str>, &str); 20] = [
     ("K", Some("kv_tokens"), "KV capacity K [tokens]"),
     ("block", Some("block_size"), "block size [tokens]"),
     ("budget", Some("token_budget"), "token budget [tokens]"),
+    ("oh", None, "front-end overhead [ms]"),
     ("b0", Some("beta0"), "β0 [s]"),
     ("bp", Some("beta_prefill"), "β prefill [s/token]"),
     ("bd", Some("beta_decode"), "β decode [s/seq]"),
@@ -435,6 +439,7 @@ impl Params {
                 block_size: self.block_size,
                 token_budget: self.token_budget,
                 kv_mode: self.kv_mode,
+                overhead_s: self.overhead_ms / 1e3,
                 ..ServerConfig::default()
             },
             cost: self.cost_model(),
@@ -538,6 +543,7 @@ impl Params {
             ("block", self.block_size.to_string()),
             ("budget", self.token_budget.to_string()),
             ("kv", kv_key(self.kv_mode).into()),
+            ("oh", fmt_num(self.overhead_ms)),
             ("cost", self.cost.key().into()),
             ("b0", fmt_num(self.beta0)),
             ("bp", fmt_num(self.beta_prefill)),
@@ -640,6 +646,7 @@ impl Params {
             "K" => put!(self.kv_tokens, u(v)),
             "block" => put!(self.block_size, u(v)),
             "budget" => put!(self.token_budget, u(v)),
+            "oh" => put!(self.overhead_ms, f(v).filter(|x| *x >= 0.0)),
             "kv" => put!(
                 self.kv_mode,
                 from_keys(&[KvMode::Reserve, KvMode::Paged], kv_key, v)
@@ -691,6 +698,22 @@ mod tests {
             assert!(errs.is_empty(), "{errs:?}");
             assert_eq!(back, p);
         }
+    }
+
+    #[test]
+    fn the_front_end_overhead_reaches_the_engine_and_the_url() {
+        let p = Params::default().edited("oh", "2.5").unwrap();
+        assert_eq!(p.sim_config(1.0, 0).server.overhead_s, 0.0025);
+        let (back, errs) = Params::from_query(&p.to_query());
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(back.overhead_ms, 2.5);
+        for bad in ["-1", "x", "NaN"] {
+            let e = Params::default().edited("oh", bad).unwrap_err();
+            assert!(e.contains("front-end overhead [ms]"), "{e}");
+        }
+        // links made before the field existed still load, with no overhead
+        let (old, errs) = Params::from_query("B=4&K=4096");
+        assert!(errs.is_empty() && old.overhead_ms == 0.0);
     }
 
     #[test]

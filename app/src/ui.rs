@@ -909,6 +909,7 @@ pub fn App() -> impl IntoView {
                 {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
                 {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
                 <h2>"Cost model"</h2>
                 {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
                 <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
