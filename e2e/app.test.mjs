@@ -180,6 +180,15 @@ await check('other views draw (CDF, over time, timeline)', async () => {
     const px = await chartPixels(page);
     assert(px.nonWhite > 3000, `${label} looks blank`);
     await page.screenshot({ path: path.join(shots, file), fullPage: true });
+    if (label === 'Over time') {
+      // the window select redraws the same run over its whole length
+      await page.selectOption('select[name="window"]', '1');
+      await page.waitForTimeout(300);
+      const all = await chartPixels(page);
+      assert(all.nonWhite !== px.nonWhite, 'the whole-run window draws the same pixels');
+      await page.screenshot({ path: path.join(shots, 'time-all.png'), fullPage: true });
+      await page.selectOption('select[name="window"]', '0.2');
+    }
   }
   // The timeline's hover names one request's three phases.
   const box = await page.locator('#chart').boundingBox();

@@ -464,13 +464,24 @@ fn header<DB: DrawingBackend>(
 ///
 /// # Errors
 /// The backend's drawing error, as text.
+/// A time tick [s] with as few decimals as it needs ("100", "2.5").
+fn time_label(v: &f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Queue, batch and KV use over time; `window` (0, 1] shows that first fraction of the run.
 pub fn draw_timeseries<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     pts: &[StatePoint],
     kv_capacity: f64,
     caption: &str,
+    window: f64,
 ) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
+    // The first `window` of the run (a fraction in (0, 1]; the samples up to it).
+    let end = pts.last().map_or(0.0, |p| p.t) * window.clamp(1e-3, 1.0);
+    let pts = &pts[..pts.partition_point(|p| p.t <= end)];
     let (head, rest) = area.split_vertically(HEADER_PX);
     let col_w = MODEL_COLORS[0];
     header(
@@ -496,6 +507,7 @@ pub fn draw_timeseries<DB: DrawingBackend>(
         .configure_mesh()
         .y_desc("requests")
         .y_label_formatter(&count_label)
+        .x_label_formatter(&time_label)
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
@@ -523,6 +535,7 @@ pub fn draw_timeseries<DB: DrawingBackend>(
         .map_err(err)?;
     kv.configure_mesh()
         .x_desc("time [s]")
+        .x_label_formatter(&time_label)
         .y_desc("KV used / capacity")
         .y_labels(6)
         .light_line_style(RGBColor(235, 235, 235))
@@ -1180,7 +1193,7 @@ mod tests {
             })
             .collect();
         let s = svg(|root| {
-            draw_timeseries(root, &pts, 8192.0, "run").unwrap();
+            draw_timeseries(root, &pts, 8192.0, "run", 1.0).unwrap();
         });
         let t = texts(&s);
         for n in ["0", "1", "6"] {
@@ -1267,7 +1280,14 @@ mod tests {
             })
             .collect();
         let s = svg(|root| {
-            draw_timeseries(root, &pts, 8192.0, "simulation at λ = 4 req/s (seed 0)").unwrap();
+            draw_timeseries(
+                root,
+                &pts,
+                8192.0,
+                "simulation at λ = 4 req/s (seed 0)",
+                1.0,
+            )
+            .unwrap();
         });
         assert!(s.contains("waiting") && s.contains("KV used"));
         assert!(

@@ -288,7 +288,8 @@ fn curve_point(
 fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
     let mut cfg = p.sim_config(rate, 0);
     cfg.keep_records = true;
-    cfg.timeseries_points = 600;
+    // enough samples that the "Over time" view's shortest window (5 %) still has 150
+    cfg.timeseries_points = 3000;
     let rep = simulate(&cfg).map_err(|e| e.to_string())?;
     let ttft = rep
         .records

@@ -97,6 +97,8 @@ struct Ctx {
     grid: RwSignal<Option<String>>,
     file_msg: RwSignal<Option<(bool, String)>>,
     tab: RwSignal<Tab>,
+    /// The fraction of the run the "Over time" view shows, from its start.
+    window: RwSignal<f64>,
     geo: RwSignal<Geometry>,
     hover: RwSignal<Option<String>>,
     param_err: RwSignal<Option<String>>,
@@ -380,7 +382,13 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
         Tab::Time => {
             let d = c.detail.get().unwrap_or_default();
             let rate = if d.series.is_empty() { p.rate } else { d.rate };
-            draw_timeseries(&root, &d.series, d.kv_capacity, &detail_caption(rate))
+            draw_timeseries(
+                &root,
+                &d.series,
+                d.kv_capacity,
+                &detail_caption(rate),
+                c.window.get(),
+            )
         }
         Tab::Timeline => {
             let d = c.detail.get().unwrap_or_default();
@@ -655,6 +663,7 @@ pub fn App() -> impl IntoView {
         grid: RwSignal::new(None),
         file_msg: RwSignal::new(None),
         tab: RwSignal::new(Tab::Load),
+        window: RwSignal::new(0.2),
         geo: RwSignal::new(Geometry::default()),
         hover: RwSignal::new(None),
         param_err: RwSignal::new((!url_errs.is_empty()).then(|| url_errs.join("; "))),
@@ -938,6 +947,20 @@ pub fn App() -> impl IntoView {
                     {tab_button(Tab::Timeline, "Timeline")}
                     <Show when=move || c.tab.get() == Tab::Load>
                         {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
+                    </Show>
+                    <Show when=move || c.tab.get() == Tab::Time>
+                        <label class="field">
+                            <span>"show"</span>
+                            <select name="window" on:change=move |ev| {
+                                if let Ok(w) = event_target_value(&ev).parse::<f64>() {
+                                    c.window.set(w);
+                                }
+                            }>
+                                {[("0.05", "first 5 % of the run"), ("0.2", "first 20 % of the run"), ("1", "the whole run")].into_iter().map(|(v, l)| view! {
+                                    <option value=v selected=move || c.window.get().to_string() == v>{l}</option>
+                                }).collect_view()}
+                            </select>
+                        </label>
                     </Show>
                 </div>
                 <div class="status" id="status">
