@@ -130,6 +130,15 @@ impl Drop for LaunchedServer {
         }
         kill("-KILL");
         let _ = self.child.wait();
+        // The shell may be reaped before the server it started has finished dying (a
+        // signal is delivered asynchronously): wait until the port refuses connections,
+        // so a stopped server is really gone (at most 3 s).
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(3)
+            && TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
