@@ -48,8 +48,10 @@ const EXAMPLES: &str = "\
 Examples:
   bench-native microbench --url http://127.0.0.1:8080 --out mb.json
   bench-native fit mb.json --out fit.json
-  # fit.json = {\"table\": {\"kind\": \"table\", ...}, \"linear\": {\"kind\": \"linear\", ...}, ...};
-  # fit.table.json and fit.linear.json hold one engine CostModel each.";
+  # fit.json = {\"table\": {\"kind\": \"table\", ...}, \"linear\": {...}, \"ubatch\": {...}, \"overhead_s\": ...};
+  # fit.table.json, fit.linear.json and fit.ubatch.json hold one engine CostModel each.
+  bench-native simulate --cost fit.json --preset llama-cpp --batch 4 --kv 8192 --budget 512   # its ubatch model + overhead
+  bench-native simulate --cost 'fit.json#linear' --preset llama-cpp --batch 4 --kv 8192        # its linear model";
 
 /// Arguments of `fit`.
 #[derive(Debug, clap::Args)]

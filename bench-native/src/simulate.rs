@@ -111,7 +111,8 @@ pub struct ModelArgs {
     pub burstiness: f64,
     /// Cost model: `reference`, `a10g` (the measured vLLM/A10G table),
     /// `roofline:GPU:MODEL[:MEM_UTIL[:TP]]` (e.g. `roofline:H100:Llama-3.1-8B:0.9:1`; sets the KV
-    /// capacity too unless --kv is given), or a JSON file of a CostModel (from `bench-native fit`).
+    /// capacity too unless --kv is given), or a JSON file of a CostModel (from `bench-native fit`:
+    /// its `ubatch` model, or `fit.json#linear` / `#table`; with its measured overhead).
     #[arg(long)]
     pub cost: Option<String>,
     /// Per-request front-end overhead [ms] (HTTP, tokenization, the server's task queue):
@@ -285,14 +286,20 @@ pub fn roofline(spec: &str) -> anyhow::Result<(CostModel, u64)> {
     )?)
 }
 
-/// `reference`, `a10g`, or a JSON file holding a CostModel (or an object with a "linear" /
-/// "table" CostModel field, as `fit` writes), with the per-request overhead [s] the file
-/// gives (`fit`'s `overhead_s`; 0 otherwise).
+/// `reference`, `a10g`, or a JSON file holding a CostModel, or an object of them as `fit`
+/// writes (`{"ubatch": …, "table": …, "linear": …, "overhead_s": …}`): its `ubatch` model
+/// (the one `validate` predicts with), else `table`, else `linear`; `FILE#linear` (or
+/// `#table`, `#ubatch`) picks one. Returns the model and the per-request overhead [s] the
+/// file gives (`fit`'s `overhead_s`; 0 otherwise).
 pub fn load_cost(spec: &str) -> anyhow::Result<(CostModel, f64)> {
     match spec {
         "reference" => Ok((CostModel::default(), 0.0)),
         "a10g" => Ok((CostModel::Table(TableCost::a10g_qwen_1_5b()), 0.0)),
-        path => {
+        spec => {
+            let (path, kind) = match spec.rsplit_once('#') {
+                Some((p, k)) => (p, Some(k)),
+                None => (spec, None),
+            };
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading cost model {path}"))?;
             let v: serde_json::Value =
@@ -302,14 +309,18 @@ pub fn load_cost(spec: &str) -> anyhow::Result<(CostModel, f64)> {
                 .and_then(serde_json::Value::as_f64)
                 .filter(|x| x.is_finite() && *x >= 0.0)
                 .unwrap_or(0.0);
-            let pick = if v.get("kind").is_some() {
-                v
-            } else if let Some(t) = v.get("table") {
-                t.clone()
-            } else if let Some(l) = v.get("linear") {
-                l.clone()
-            } else {
-                bail!("{path}: expected a CostModel (with \"kind\") or an object with \"table\"/\"linear\"")
+            let pick = match kind {
+                Some(k) => v
+                    .get(k)
+                    .cloned()
+                    .with_context(|| format!("{path} has no \"{k}\" model"))?,
+                None if v.get("kind").is_some() => v,
+                None => ["ubatch", "table", "linear"]
+                    .iter()
+                    .find_map(|k| v.get(*k).cloned())
+                    .with_context(|| {
+                        format!("{path}: expected a CostModel (with \"kind\") or an object with \"ubatch\"/\"table\"/\"linear\"")
+                    })?,
             };
             let m: CostModel = serde_json::from_value(pick)
                 .with_context(|| format!("{path}: not a cost model"))?;
@@ -521,6 +532,28 @@ pub fn summary_table(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fit_file_gives_its_ubatch_model_and_overhead_unless_told_otherwise() {
+        let fit = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../results/validate_llama/session7_e/fit.json"
+        );
+        let (m, overhead) = load_cost(fit).unwrap();
+        assert!(matches!(m, CostModel::Ubatch(_)), "{m:?}");
+        assert!(overhead > 0.0 && overhead < 0.01, "{overhead}");
+        let (l, o) = load_cost(&format!("{fit}#linear")).unwrap();
+        assert!(matches!(l, CostModel::Linear(_)) && o == overhead);
+        assert!(matches!(
+            load_cost(&format!("{fit}#table")).unwrap().0,
+            CostModel::Table(_)
+        ));
+        let e = load_cost(&format!("{fit}#nope")).unwrap_err();
+        assert!(format!("{e:#}").contains("no \"nope\" model"), "{e:#}");
+        // a bare model file has no overhead
+        let bare = fit.replace("fit.json", "fit.linear.json");
+        assert_eq!(load_cost(&bare).unwrap().1, 0.0);
+    }
 
     #[test]
     fn engine_errors_name_the_flags() {
