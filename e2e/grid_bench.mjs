@@ -1,7 +1,7 @@
 // Benchmark: the reference study's 800-run grid in the built page (dist/), run N times in
 // Debian's headless Chromium; prints each wall time and the median, and the CPU time the
 // browser's processes used per run (from /proc: steadier than wall time on a busy machine).
-// Usage: node e2e/grid_bench.mjs dist [N=5]   (GRID_DELAY_MS=3000: wait that long after the
+// Usage: node e2e/grid_bench.mjs dist [N=5]   (GRID_DELAY_MS=1000: wait that long after the
 // page's first sweep before the first grid, past V8's background optimisation of the wasm)
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
