@@ -29,9 +29,13 @@
 //! batch's decodes run as one forward pass per run of consecutive slot ids, so the
 //! policy reports those runs and the micro-batch cost sums them. Slot choice by prompt
 //! similarity is modelled only as bench-native's prompts trigger it (prompts under 10
-//! tokens share their BOS with a used slot and take the lowest-index one). Not modelled:
-//! a prompt sharing more than its BOS, the HTTP thread / task queue hop between arrival
-//! and the next iteration; vLLM's prefix caching.
+//! tokens share their BOS with a used slot and take the lowest-index one). The HTTP /
+//! tokenization / task-queue hop between a request's send and the scheduler is the fit's
+//! per-request overhead (`ServerConfig::overhead_s`, measured from the lone prompts).
+//! Not modelled: a prompt sharing more than its BOS; vLLM's prefix caching.
+//!
+//! `--replay DIR` skips steps 1 and 4: it re-fits DIR's two microbenchmarks and
+//! re-simulates DIR's traces against DIR's measurements with this build's models.
 //!
 //! Arrival rates default to fractions of the saturation throughput that the fitted model
 //! itself predicts (`--load`), so "light to past saturation" holds on a slow or loaded
