@@ -417,34 +417,18 @@ pub fn with_flag_names(e: &anyhow::Error) -> String {
     let Some(ce) = e.chain().find_map(|c| c.downcast_ref::<E>()) else {
         return text;
     };
-    let renamed = match ce {
-        E::NotPositive { name, value } => flag_of(name).map(|f| E::NotPositive {
-            name: f,
-            value: *value,
-        }),
-        E::Negative { name, value } => flag_of(name).map(|f| E::Negative {
-            name: f,
-            value: *value,
-        }),
-        E::Zero { name, value } => flag_of(name).map(|f| E::Zero {
-            name: f,
-            value: *value,
-        }),
-        E::OutOfRange { name, value, why } => flag_of(name).map(|f| E::OutOfRange {
-            name: f,
-            value: *value,
-            why,
-        }),
-        E::KvTooSmall { .. } => {
-            return text.replace(
-                &ce.to_string(),
-                &ce.to_string().replace("raise kv_tokens", "raise --kv"),
-            )
-        }
+    // each of these messages starts with the field's name
+    let msg = ce.to_string();
+    let fixed = match ce {
+        E::NotPositive { name, .. }
+        | E::Negative { name, .. }
+        | E::Zero { name, .. }
+        | E::OutOfRange { name, .. } => flag_of(name).map(|f| msg.replacen(name, f, 1)),
+        E::KvTooSmall { .. } => Some(msg.replace("raise kv_tokens", "raise --kv")),
         _ => None,
     };
-    match renamed {
-        Some(r) => text.replace(&ce.to_string(), &r.to_string()),
+    match fixed {
+        Some(f) => text.replace(&msg, &f),
         None => text,
     }
 }

@@ -490,8 +490,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
     microbench::write(&mb_pre, &out.join("microbench_pre.json"))?;
 
     // 2. rates from the pre-measurement fit's saturation throughput
-    let pick = |f: &fit::Fit| (args.cost.of(f), args.cost.alt().of(f));
-    let capacity_pre = capacity(args, &model, &pick(&fit::fit(&mb_pre, false)?).0, cap)?;
+    let capacity_pre = capacity(args, &model, &args.cost.of(&fit::fit(&mb_pre, false)?), cap)?;
     let rates: Vec<f64> = match &args.rates {
         Some(r) => r.clone(),
         None => args.load.iter().map(|l| round2(l * capacity_pre)).collect(),
@@ -633,13 +632,12 @@ fn predict_and_report(
     measured: Vec<(f64, Vec<TraceRequest>, Summary)>,
 ) -> anyhow::Result<ValidateReport> {
     let out = &args.out;
-    let pick = |f: &fit::Fit| (args.cost.of(f), args.cost.alt().of(f));
     let mb = pool(mb_pre, mb_post);
     let mb_path = out.join("microbench.json");
     microbench::write(&mb, &mb_path)?;
     let f = fit::fit(&mb, false)?;
     fit::write(&f, &mb_path, &out.join("fit.json"))?;
-    let (cost, alt) = pick(&f);
+    let (cost, alt) = (args.cost.of(&f), args.cost.alt().of(&f));
     let capacity_rps = capacity(args, model, &cost, cap)?;
     let mut results = Vec::new();
     for (rate, t, m) in measured {
