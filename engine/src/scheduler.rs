@@ -229,6 +229,14 @@ pub trait Scheduler {
     fn arrival_can_join(&self, running: usize, max_batch: usize) -> bool {
         running < max_batch
     }
+    /// Whether [`Scheduler::plan`] would admit nothing and plan every running sequence to
+    /// decode (`running[..prefilled]` are prefilled), so the event loop can skip planning.
+    /// `false` is always correct; the simulator checks a `true` against `plan` in debug
+    /// builds.
+    #[inline]
+    fn plans_pure_decode(&self, _running: usize, _prefilled: usize, _max_batch: usize) -> bool {
+        false
+    }
     /// Empties the queue (end of a cut run).
     fn drain(&mut self) -> Vec<Seq>;
 }

@@ -429,7 +429,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             if self.paged {
                 self.secure_decode_blocks();
             }
-            let plan = self.plan();
+            let plan = self.plan_or_keep_decoding();
             if plan.is_empty() {
                 debug_assert!(
                     self.running.is_empty(),
@@ -451,6 +451,27 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
         }
         self.finish(requests)
+    }
+
+    /// [`Sim::plan`], or, when the policy says planning would change nothing (no one to
+    /// admit, nothing to prefill), the plan in which every running sequence decodes,
+    /// without building the planning context (most steps of a loaded run).
+    #[inline]
+    fn plan_or_keep_decoding(&mut self) -> Plan {
+        let n = self.running.len();
+        if !self
+            .sched
+            .plans_pure_decode(n, self.prefilled, self.cfg.server.max_batch as usize)
+        {
+            return self.plan();
+        }
+        let keep = Plan {
+            decode_seqs: n as u32,
+            ..Plan::default()
+        };
+        // Planning in this state admits nothing and changes nothing: check it agrees.
+        debug_assert_eq!(keep, self.plan(), "plans_pure_decode disagrees with plan");
+        keep
     }
 
     fn plan(&mut self) -> Plan {

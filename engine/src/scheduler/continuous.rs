@@ -16,4 +16,12 @@ impl Scheduler for Continuous {
         self.waiting.admit_while(ctx, limit);
         ctx.plan_prefill_priority()
     }
+
+    #[inline]
+    fn plans_pure_decode(&self, running: usize, prefilled: usize, max_batch: usize) -> bool {
+        // Nothing to prefill, and admission has no one to admit or no room.
+        prefilled == running
+            && running > 0
+            && (self.waiting.is_empty() || running >= max_batch)
+    }
 }
