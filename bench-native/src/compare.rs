@@ -11,13 +11,16 @@
 //!   are printed; neither replaces the other.
 //! * Blocking: mean absolute error over configurations (MAE), and in the per-config CSV a
 //!   relative error where the simulated blocking is ≥ 1 % and an absolute error below.
+//! * The yardstick's own noise (`--noise-floor SEEDS`): the simulator's mean over other
+//!   seeds is scored like a model, row `simulator`. It predicts the expectation without any
+//!   model error, so its errors are what the yardstick's finite seeds alone cost any model.
 //! * An error is never forced to zero: a config whose simulated value is missing (no
 //!   completions) has no error for that metric and is counted as such; an unstable or
 //!   unsupported prediction is counted per model, never silently dropped.
 
 use crate::simulate::ModelArgs;
 use crate::sweep::parse_seeds;
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use engine::analytic::{predict, AnalyticError, ModelKind, Predicted, Prediction};
 use engine::sweep::{SweepPoint, SweepSpec};
@@ -56,7 +59,7 @@ K 2048,4096,8192,16384 × seeds 0-4 × 1000 s) against every analytical model; w
 results/compare/compare.md, compare.csv (per model) and compare_configs.csv (per config).\n\n\
 Examples:\n  \
     bench-native compare\n  \
-    bench-native compare --name reference_grid --seeds 0-9\n  \
+    bench-native compare --name reference_grid --noise-floor 5-204   # + the 5-seed yardstick's own noise\n  \
     bench-native compare --rates 1,3 --batches 8 --kv 4096 --seeds 0 --horizon 200 --out /tmp/cmp\n  \
     bench-native compare --models ours,reference-chain --rates 0.5,1,2,3\n  \
     bench-native compare --preset vllm --kv-mode paged --rates 1,2,4,8 --batches 16,64 --kv 16384,65536 --name sharegpt_paged"
@@ -88,6 +91,11 @@ pub struct CompareArgs {
     /// Worker threads for the simulations (0 = all cores; 1 = single-threaded).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Also score the simulator's own mean over these seeds (disjoint from --seeds, e.g.
+    /// `5-204`) as if it were a model: the row `simulator` is the error a perfect model
+    /// of the expectation makes against this yardstick, i.e. the yardstick's noise floor.
+    #[arg(long, value_name = "SEEDS")]
+    pub noise_floor: Option<String>,
 }
 
 /// Metrics compared, in column order.
@@ -134,11 +142,34 @@ impl SimValues {
     }
 }
 
-/// What one model said at one grid point.
+/// Who predicts: an analytical model, or the simulator's mean over other seeds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Predictor {
+    Model(ModelKind),
+    /// The simulator averaged over other seeds (`--noise-floor`).
+    Simulator {
+        seeds: usize,
+    },
+}
+
+impl Predictor {
+    /// Row name in the tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Predictor::Model(k) => k.as_str(),
+            Predictor::Simulator { .. } => "simulator",
+        }
+    }
+}
+
+/// What one predictor said at one grid point.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    Predicted(Predicted),
-    Unstable { rho: f64 },
+    /// Values in [`METRICS`] order (`None`: the predictor has no value for that metric).
+    Predicted([Option<f64>; 6]),
+    Unstable {
+        rho: f64,
+    },
     Unsupported(String),
 }
 
@@ -152,7 +183,7 @@ impl Outcome {
     }
 }
 
-fn model_values(m: &Predicted) -> [f64; 6] {
+fn model_values(m: &Predicted) -> [Option<f64>; 6] {
     [
         m.ttft_mean_s,
         m.ttft_p50_s,
@@ -161,6 +192,7 @@ fn model_values(m: &Predicted) -> [f64; 6] {
         m.goodput_rps,
         m.blocking,
     ]
+    .map(Some)
 }
 
 /// Error of `a` against the simulated `s` for metric index `j`, and whether it is
@@ -185,14 +217,14 @@ pub struct ConfigRow {
     pub max_batch: u32,
     pub kv_tokens: u64,
     pub sim: SimValues,
-    /// (model, outcome, seconds per evaluation).
-    pub models: Vec<(ModelKind, Outcome, f64)>,
+    /// (predictor, outcome, seconds per evaluation).
+    pub models: Vec<(Predictor, Outcome, f64)>,
 }
 
 /// Per-model error summary.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ModelSummary {
-    pub model: Option<ModelKind>,
+    pub model: Option<Predictor>,
     pub predicted: usize,
     pub unstable: usize,
     pub unsupported: usize,
@@ -214,14 +246,15 @@ fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-/// Summarises every model over the rows.
-pub fn summarise(rows: &[ConfigRow], models: &[ModelKind]) -> Vec<ModelSummary> {
-    models
+/// Summarises every predictor over the rows (each row lists the same predictors).
+pub fn summarise(rows: &[ConfigRow]) -> Vec<ModelSummary> {
+    let predictors = rows.first().map_or(&[][..], |r| &r.models[..]);
+    predictors
         .iter()
         .enumerate()
-        .map(|(i, &kind)| {
+        .map(|(i, (who, _, _))| {
             let mut s = ModelSummary {
-                model: Some(kind),
+                model: Some(who.clone()),
                 ..ModelSummary::default()
             };
             let mut errs: [Vec<f64>; 5] = Default::default();
@@ -232,17 +265,17 @@ pub fn summarise(rows: &[ConfigRow], models: &[ModelKind]) -> Vec<ModelSummary> 
                 match out {
                     Outcome::Predicted(m) => {
                         s.predicted += 1;
-                        let a = model_values(m);
+                        let a = *m;
                         for (j, e) in errs.iter_mut().enumerate() {
-                            if let Some(sv) = r.sim.values[j] {
-                                e.push(error(j, a[j], sv).0);
+                            if let (Some(aj), Some(sv)) = (a[j], r.sim.values[j]) {
+                                e.push(error(j, aj, sv).0);
                             }
                         }
-                        if let Some(g) = r.sim.goodput_normalised {
-                            gn.push(error(4, a[4], g).0);
+                        if let (Some(a4), Some(g)) = (a[4], r.sim.goodput_normalised) {
+                            gn.push(error(4, a4, g).0);
                         }
-                        if let Some(b) = r.sim.values[5] {
-                            blk.push((a[5] - b).abs());
+                        if let (Some(a5), Some(b)) = (a[5], r.sim.values[5]) {
+                            blk.push((a5 - b).abs());
                         }
                     }
                     Outcome::Unstable { .. } => s.unstable += 1,
@@ -266,7 +299,7 @@ pub fn summarise(rows: &[ConfigRow], models: &[ModelKind]) -> Vec<ModelSummary> 
 /// Times `predict` (repeating fast models so the clock resolves them) [s per call].
 fn timed_predict(kind: ModelKind, cfg: &engine::SimConfig) -> (Outcome, f64) {
     let eval = || match predict(kind, cfg) {
-        Ok(Prediction::Stable(m)) => Outcome::Predicted(m),
+        Ok(Prediction::Stable(m)) => Outcome::Predicted(model_values(&m)),
         Ok(Prediction::Unstable { rho }) => Outcome::Unstable { rho },
         Err(e @ AnalyticError::Unsupported { .. }) => Outcome::Unsupported(e.to_string()),
         Err(e) => Outcome::Unsupported(format!("error: {e}")),
@@ -285,24 +318,43 @@ fn timed_predict(kind: ModelKind, cfg: &engine::SimConfig) -> (Outcome, f64) {
     (out, elapsed)
 }
 
-/// Evaluates every model at every simulated grid point.
-pub fn evaluate(spec: &SweepSpec, points: &[SweepPoint], models: &[ModelKind]) -> Vec<ConfigRow> {
+/// Evaluates every model at every simulated grid point; with `noise` (the same grid
+/// simulated on other seeds, and the simulation time per configuration), the simulator's
+/// mean there is scored too, as the last predictor.
+pub fn evaluate(
+    spec: &SweepSpec,
+    points: &[SweepPoint],
+    models: &[ModelKind],
+    noise: Option<(&[SweepPoint], f64)>,
+) -> Vec<ConfigRow> {
     points
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(i, p)| {
             let cfg = spec.config(p.rate, p.max_batch, p.kv_tokens, spec.seeds[0]);
+            let mut models: Vec<(Predictor, Outcome, f64)> = models
+                .iter()
+                .map(|&k| {
+                    let (o, t) = timed_predict(k, &cfg);
+                    (Predictor::Model(k), o, t)
+                })
+                .collect();
+            if let Some((other, secs)) = noise {
+                let q = &other[i];
+                debug_assert!(
+                    (q.rate, q.max_batch, q.kv_tokens) == (p.rate, p.max_batch, p.kv_tokens)
+                );
+                let who = Predictor::Simulator {
+                    seeds: q.seeds.len(),
+                };
+                models.push((who, Outcome::Predicted(SimValues::of(q).values), secs));
+            }
             ConfigRow {
                 rate: p.rate,
                 max_batch: p.max_batch,
                 kv_tokens: p.kv_tokens,
                 sim: SimValues::of(p),
-                models: models
-                    .iter()
-                    .map(|&k| {
-                        let (o, t) = timed_predict(k, &cfg);
-                        (k, o, t)
-                    })
-                    .collect(),
+                models,
             }
         })
         .collect()
@@ -339,7 +391,7 @@ pub fn markdown(summaries: &[ModelSummary], n_configs: usize) -> String {
         let _ = writeln!(
             s,
             "| {} | {}/{n_configs} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            m.model.map_or("?", ModelKind::as_str),
+            m.model.as_ref().map_or("?", Predictor::name),
             m.predicted,
             m.unstable,
             m.unsupported,
@@ -367,7 +419,7 @@ pub fn summary_csv(summaries: &[ModelSummary]) -> String {
         let _ = writeln!(
             s,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            m.model.map_or("?", ModelKind::as_str),
+            m.model.as_ref().map_or("?", Predictor::name),
             m.predicted,
             m.unstable,
             m.unsupported,
@@ -399,7 +451,7 @@ pub fn configs_csv(rows: &[ConfigRow]) -> String {
     }
     s.push_str(",sim_goodput_normalised_rps,err_goodput_normalised,detail\n");
     for r in rows {
-        for (kind, out, t) in &r.models {
+        for (who, out, t) in &r.models {
             let _ = write!(
                 s,
                 "{:?},{},{},{},{},{},{t}",
@@ -407,16 +459,16 @@ pub fn configs_csv(rows: &[ConfigRow]) -> String {
                 r.max_batch,
                 r.kv_tokens,
                 r.sim.arrivals,
-                kind.as_str(),
+                who.name(),
                 out.status()
             );
             let vals = match out {
-                Outcome::Predicted(m) => Some(model_values(m)),
+                Outcome::Predicted(v) => Some(*v),
                 _ => None,
             };
             for j in 0..METRICS.len() {
                 let sv = r.sim.values[j];
-                let a = vals.map(|v| v[j]);
+                let a = vals.and_then(|v| v[j]);
                 let (e, k) = match (a, sv) {
                     (Some(a), Some(sv)) => {
                         let (e, rel) = error(j, a, sv);
@@ -426,8 +478,8 @@ pub fn configs_csv(rows: &[ConfigRow]) -> String {
                 };
                 let _ = write!(s, ",{},{},{e},{k}", num(sv), num(a));
             }
-            let gn = match (vals, r.sim.goodput_normalised) {
-                (Some(v), Some(g)) => format!("{}", error(4, v[4], g).0),
+            let gn = match (vals.and_then(|v| v[4]), r.sim.goodput_normalised) {
+                (Some(v), Some(g)) => format!("{}", error(4, v, g).0),
                 _ => String::new(),
             };
             let detail = match out {
@@ -475,6 +527,25 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         seeds,
     };
     spec.validate().context("invalid grid")?;
+    let noise_spec = match &a.noise_floor {
+        None => None,
+        Some(text) => {
+            let seeds = parse_seeds(text).context("--noise-floor")?;
+            if let Some(s) = seeds.iter().find(|s| spec.seeds.contains(s)) {
+                bail!(
+                    "--noise-floor {text}: seed {s} is also a yardstick seed (--seeds {}); \
+                     the noise floor needs other seeds, e.g. --noise-floor {}-{}",
+                    a.seeds,
+                    spec.seeds.iter().max().map_or(0, |m| m + 1),
+                    spec.seeds.iter().max().map_or(0, |m| m + 200),
+                );
+            }
+            Some(SweepSpec {
+                seeds,
+                ..spec.clone()
+            })
+        }
+    };
     let models: Vec<ModelKind> = if a.models.is_empty() {
         ModelKind::ALL.to_vec()
     } else {
@@ -485,7 +556,8 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
     } else {
         a.threads
     };
-    let bar = indicatif::ProgressBar::new(spec.runs() as u64);
+    let noise_runs = noise_spec.as_ref().map_or(0, SweepSpec::runs);
+    let bar = indicatif::ProgressBar::new((spec.runs() + noise_runs) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} simulate [{bar:30}] {pos}/{len} runs {elapsed_precise} eta {eta}",
@@ -500,12 +572,31 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
     let points = pool.install(|| {
         engine::sweep::run_sweep_parallel(&spec, None, &|d, _| bar.set_position(d as u64))
     })?;
-    bar.finish_and_clear();
     let sim_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let rows = evaluate(&spec, &points, &models);
+    let noise_points = match &noise_spec {
+        None => None,
+        Some(ns) => {
+            let done = spec.runs();
+            Some(pool.install(|| {
+                engine::sweep::run_sweep_parallel(ns, None, &|d, _| {
+                    bar.set_position((done + d) as u64)
+                })
+            })?)
+        }
+    };
+    let noise_secs = t.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let t = Instant::now();
+    let per_config = noise_secs * threads as f64 / points.len().max(1) as f64;
+    let rows = evaluate(
+        &spec,
+        &points,
+        &models,
+        noise_points.as_deref().map(|n| (n, per_config)),
+    );
     let model_secs = t.elapsed().as_secs_f64();
-    let summaries = summarise(&rows, &models);
+    let summaries = summarise(&rows);
 
     let cmd = command_line();
     let b = &spec.base;
@@ -532,10 +623,28 @@ predictions are counted, not scored. Times are per `predict` call on one core.\n
         b.first_token,
     );
     md.push_str(&markdown(&summaries, rows.len()));
+    if let Some(ns) = &noise_spec {
+        let _ = writeln!(
+            md,
+            "\nRow `simulator`: the simulator itself, averaged over {} other seeds ({}–{}), scored \
+like a model against the yardstick's {} seed(s). It has no model error, so its errors are the \
+yardstick's own noise: no model of the expected values can be expected to score below them. \
+Its time is simulation time per configuration over those seeds (× {threads} thread(s)).",
+            ns.seeds.len(),
+            ns.seeds.iter().min().copied().unwrap_or(0),
+            ns.seeds.iter().max().copied().unwrap_or(0),
+            spec.seeds.len(),
+        );
+    }
     let _ = writeln!(
         md,
-        "\nSimulation: {} runs in {sim_secs:.2} s on {threads} thread(s); models: {model_secs:.2} s in total (with timing repeats).",
-        spec.runs()
+        "\nSimulation: {} runs in {sim_secs:.2} s on {threads} thread(s){}; models: {model_secs:.2} s in total (with timing repeats).",
+        spec.runs(),
+        if noise_runs > 0 {
+            format!(", noise floor: {noise_runs} runs in {noise_secs:.2} s")
+        } else {
+            String::new()
+        }
     );
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let md_path = a.out.join(format!("{}.md", a.name));

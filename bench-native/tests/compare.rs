@@ -34,6 +34,8 @@ fn compare_writes_tables_and_ours_beats_the_chain() {
         out,
         "--name",
         "small",
+        "--noise-floor",
+        "1-4",
     ])
     .unwrap();
     let Command::Compare(args) = cli.command else {
@@ -43,9 +45,16 @@ fn compare_writes_tables_and_ours_beats_the_chain() {
 
     let md = std::fs::read_to_string(dir.join("small.md")).unwrap();
     assert!(md.contains("Command: `"), "{md}");
-    for m in ["reference_mmc", "reference_chain", "reference_ctmc", "ours"] {
+    for m in [
+        "reference_mmc",
+        "reference_chain",
+        "reference_ctmc",
+        "ours",
+        "simulator",
+    ] {
         assert!(md.contains(&format!("| {m} |")), "{md}");
     }
+    assert!(md.contains("averaged over 4 other seeds (1–4)"), "{md}");
 
     let csv = std::fs::read_to_string(dir.join("small.csv")).unwrap();
     let mut lines = csv.lines();
@@ -68,6 +77,12 @@ fn compare_writes_tables_and_ours_beats_the_chain() {
     };
     let (ours, chain) = (mre("ours"), mre("reference_chain"));
     assert!(ours < chain, "ours {ours} vs chain {chain}");
+    // The simulator on other seeds is scored like a model: a real, non-zero noise floor.
+    let floor = mre("simulator");
+    assert!(
+        floor > 0.0 && floor < chain,
+        "simulator {floor} vs chain {chain}"
+    );
 
     let configs = std::fs::read_to_string(dir.join("small_configs.csv")).unwrap();
     let header = configs.lines().next().unwrap();
@@ -81,7 +96,41 @@ fn compare_writes_tables_and_ours_beats_the_chain() {
     ] {
         column(header, c);
     }
-    // 8 configs × 4 models.
-    assert_eq!(configs.lines().count(), 1 + 8 * 4);
+    // 8 configs × (4 models + the simulator on other seeds).
+    assert_eq!(configs.lines().count(), 1 + 8 * 5);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn noise_floor_seeds_must_differ_from_the_yardstick() {
+    let cli = Cli::try_parse_from([
+        "bench-native",
+        "compare",
+        "--rates",
+        "1",
+        "--batches",
+        "1",
+        "--kv",
+        "4096",
+        "--seeds",
+        "0-4",
+        "--noise-floor",
+        "3-9",
+        "--horizon",
+        "50",
+        "--out",
+        std::env::temp_dir()
+            .join("kvqueue_compare_overlap")
+            .to_str()
+            .unwrap(),
+    ])
+    .unwrap();
+    let Command::Compare(args) = cli.command else {
+        panic!("parsed another subcommand")
+    };
+    let e = bench_native::compare::execute(args)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("seed 3 is also a yardstick seed"), "{e}");
+    assert!(e.contains("--noise-floor 5-204"), "{e}");
 }

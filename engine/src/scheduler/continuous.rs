@@ -20,8 +20,6 @@ impl Scheduler for Continuous {
     #[inline]
     fn plans_pure_decode(&self, running: usize, prefilled: usize, max_batch: usize) -> bool {
         // Nothing to prefill, and admission has no one to admit or no room.
-        prefilled == running
-            && running > 0
-            && (self.waiting.is_empty() || running >= max_batch)
+        prefilled == running && running > 0 && (self.waiting.is_empty() || running >= max_batch)
     }
 }
