@@ -67,13 +67,17 @@ Examples:
   # fixed rates, more requests per rate, the linear cost model
   bench-native validate --rates 1,2,4,8 --requests 80 --cost linear --out /tmp/val
 
+  # every rate measured twice: the report states the measurement's own noise
+  bench-native validate --url http://127.0.0.1:8080 --budget 512 --rounds 2 --out /tmp/val2
+
   # the same measurements, predicted again by this build's models (no server)
   bench-native validate --replay results/validate_llama/session7_d --out /tmp/replay
 
 Files written to --out: validate.md (table, command at the top), validate.csv (one row per
 rate: predicted, measured and relative error of each metric), microbench.json/.csv,
 fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace) and
-rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.csv).";
+rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.csv);
+with --rounds, repeat-<k>/rate-<rate>/ for the later rounds.";
 
 /// Which fitted cost model drives the prediction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -171,6 +175,12 @@ pub struct ValidateArgs {
     /// Seed of arrivals and lengths.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Measure every rate's trace this many times, in rounds (round k ≥ 2 in
+    /// `repeat-<k>/`). The prediction is scored against the first round; the report says
+    /// how far the later rounds moved from it: the measurement's own noise on this
+    /// machine, which bounds any prediction.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Output directory.
     #[arg(long, default_value = "results/validate")]
     pub out: PathBuf,
@@ -204,6 +214,8 @@ pub struct RateResult {
     /// The prediction of the other cost model.
     pub predicted_alt: Summary,
     pub measured: Summary,
+    /// The same trace measured again, in later rounds (`--rounds`).
+    pub repeats: Vec<Summary>,
 }
 
 impl RateResult {
@@ -225,6 +237,39 @@ impl RateResult {
             })
             .collect()
     }
+
+    /// |relative difference| of every later round from the first, over every metric
+    /// ((repeat − first) / first, as a prediction's error would be).
+    pub fn repeat_differences(&self) -> Vec<f64> {
+        self.repeats
+            .iter()
+            .flat_map(|rep| {
+                METRICS.iter().map(|(_, get)| {
+                    let (a, b) = (
+                        get(rep).unwrap_or(f64::NAN),
+                        get(&self.measured).unwrap_or(f64::NAN),
+                    );
+                    ((a - b) / b).abs()
+                })
+            })
+            .collect()
+    }
+
+    /// |relative error| of the prediction against every later round, over every metric.
+    pub fn errors_against_repeats(&self) -> Vec<f64> {
+        self.repeats
+            .iter()
+            .flat_map(|rep| {
+                METRICS.iter().map(|(_, get)| {
+                    let (a, b) = (
+                        get(&self.predicted).unwrap_or(f64::NAN),
+                        get(rep).unwrap_or(f64::NAN),
+                    );
+                    ((a - b) / b).abs()
+                })
+            })
+            .collect()
+    }
 }
 
 /// Everything `validate` produced.
@@ -236,6 +281,9 @@ pub struct ValidateReport {
     /// Median |relative error| over every (rate, metric) cell, chosen / other cost model.
     pub median_abs_rel_error: f64,
     pub median_abs_rel_error_alt: f64,
+    /// With `--rounds` ≥ 2: median |relative difference| of the later rounds' measurements
+    /// from the first's, and the prediction's median |relative error| against them.
+    pub repeat_noise: Option<(f64, f64)>,
     pub out: PathBuf,
 }
 
@@ -500,54 +548,82 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
     }
     eprintln!("2/4 predicted saturation {capacity_pre:.2} req/s; rates {rates:?}");
 
-    // 3. measure every rate's trace, right after the microbenchmark
-    let mut measured = Vec::new();
-    for (i, &rate) in rates.iter().enumerate() {
+    // 3. measure every rate's trace, right after the microbenchmark; with --rounds, every
+    // rate again in later rounds
+    let mut traces = Vec::new();
+    for &rate in &rates {
         let t = trace(args, rate, cap)?;
         let tp = out
             .join("sim")
             .join(format!("trace-{}.json", fmt_rate(rate)));
         std::fs::write(&tp, serde_json::to_string(&t)? + "\n")
             .with_context(|| format!("writing {}", tp.display()))?;
-        eprintln!(
-            "3/4 measuring rate {} req/s ({}/{}), {} requests",
-            fmt_rate(rate),
-            i + 1,
-            rates.len(),
-            t.len()
-        );
-        let mut rc = RunConfig::new(&endpoint.url, out.join(format!("rate-{}", fmt_rate(rate))));
-        rc.endpoint = endpoint.clone();
-        rc.workload = Workload {
-            arrivals: ArrivalProcess::Trace {
-                requests: t.clone(),
-            },
-            lengths: LengthDist::Fixed {
-                prompt: 1,
-                output: 1,
-            },
-            max_model_len: None,
-        };
-        rc.seed = args.seed;
-        rc.horizon_s = 1e6;
-        rc.warmup_requests = 1;
-        rc.timeout = Duration::from_secs_f64(args.server.timeout);
-        rc.chars_per_token = args.server.chars_per_token;
-        rc.use_tokenizer = !args.server.no_tokenize;
-        let rep = rt.block_on(run_load(
-            &rc,
-            &ProgressBar::hidden(),
-            std::future::pending(),
-        ))?;
-        if rep.summary.errors > 0 {
-            eprintln!(
-                "  warning: {} failed requests at {} req/s",
-                rep.summary.errors,
-                fmt_rate(rate)
-            );
-        }
-        measured.push((rate, t, rep.summary));
+        traces.push(t);
     }
+    let rounds = args.rounds.max(1);
+    let mut summaries: Vec<Vec<Summary>> = vec![Vec::new(); rates.len()];
+    for round in 1..=rounds {
+        let dir = if round == 1 {
+            out.clone()
+        } else {
+            out.join(format!("repeat-{round}"))
+        };
+        for (i, (&rate, t)) in rates.iter().zip(&traces).enumerate() {
+            eprintln!(
+                "3/4 measuring rate {} req/s ({}/{}{}), {} requests",
+                fmt_rate(rate),
+                i + 1,
+                rates.len(),
+                if rounds > 1 {
+                    format!(", round {round}/{rounds}")
+                } else {
+                    String::new()
+                },
+                t.len()
+            );
+            let mut rc =
+                RunConfig::new(&endpoint.url, dir.join(format!("rate-{}", fmt_rate(rate))));
+            rc.endpoint = endpoint.clone();
+            rc.workload = Workload {
+                arrivals: ArrivalProcess::Trace {
+                    requests: t.clone(),
+                },
+                lengths: LengthDist::Fixed {
+                    prompt: 1,
+                    output: 1,
+                },
+                max_model_len: None,
+            };
+            rc.seed = args.seed;
+            rc.horizon_s = 1e6;
+            rc.warmup_requests = 1;
+            rc.timeout = Duration::from_secs_f64(args.server.timeout);
+            rc.chars_per_token = args.server.chars_per_token;
+            rc.use_tokenizer = !args.server.no_tokenize;
+            let rep = rt.block_on(run_load(
+                &rc,
+                &ProgressBar::hidden(),
+                std::future::pending(),
+            ))?;
+            if rep.summary.errors > 0 {
+                eprintln!(
+                    "  warning: {} failed requests at {} req/s",
+                    rep.summary.errors,
+                    fmt_rate(rate)
+                );
+            }
+            summaries[i].push(rep.summary);
+        }
+    }
+    let measured: Vec<Measured> = rates
+        .iter()
+        .zip(traces)
+        .zip(summaries)
+        .map(|((&rate, t), mut s)| {
+            let first = s.remove(0);
+            (rate, t, first, s)
+        })
+        .collect();
 
     // 4. microbenchmark again, fit the pooled curves, simulate every trace
     eprintln!("4/4 microbenchmark (after the measurement), fit, simulate");
@@ -569,9 +645,12 @@ struct Recorded {
     meta: Value,
     pre: MicrobenchResult,
     post: MicrobenchResult,
-    /// (rate, trace, measured summary), by rate.
-    measured: Vec<(f64, Vec<TraceRequest>, Summary)>,
+    /// (rate, trace, measured summary, later rounds' summaries), by rate.
+    measured: Vec<Measured>,
 }
+
+/// One rate: (rate, trace, first round's summary, later rounds' summaries).
+type Measured = (f64, Vec<TraceRequest>, Summary, Vec<Summary>);
 
 /// Reads a `validate` output directory: the two microbenchmarks, and per `rate-<r>/` its
 /// `summary.json` and the trace `sim/trace-<r>.json`.
@@ -604,7 +683,22 @@ fn read_recorded(dir: &Path) -> anyhow::Result<Recorded> {
         let t: Vec<TraceRequest> =
             serde_json::from_value(json(dir.join("sim").join(format!("trace-{r}.json")))?)
                 .with_context(|| format!("sim/trace-{r}.json is not a trace"))?;
-        measured.push((rate, t, m));
+        let mut repeats = Vec::new();
+        for k in 2.. {
+            let p = dir
+                .join(format!("repeat-{k}"))
+                .join(&name)
+                .join("summary.json");
+            if !p.exists() {
+                break;
+            }
+            let v = json(p)?;
+            repeats.push(
+                serde_json::from_value(v["summary"].clone())
+                    .with_context(|| format!("repeat-{k}/{name}/summary.json: no summary"))?,
+            );
+        }
+        measured.push((rate, t, m, repeats));
     }
     if measured.is_empty() {
         bail!(
@@ -629,7 +723,7 @@ fn predict_and_report(
     model: &ServerModel,
     cap: u32,
     (mb_pre, mb_post): (&MicrobenchResult, &MicrobenchResult),
-    measured: Vec<(f64, Vec<TraceRequest>, Summary)>,
+    measured: Vec<Measured>,
 ) -> anyhow::Result<ValidateReport> {
     let out = &args.out;
     let mb = pool(mb_pre, mb_post);
@@ -640,13 +734,14 @@ fn predict_and_report(
     let (cost, alt) = (args.cost.of(&f), args.cost.alt().of(&f));
     let capacity_rps = capacity(args, model, &cost, cap)?;
     let mut results = Vec::new();
-    for (rate, t, m) in measured {
+    for (rate, t, m, repeats) in measured {
         results.push(RateResult {
             rate,
             load: rate / capacity_rps,
             predicted: simulate(model, &cost, f.overhead_s, &t)?,
             predicted_alt: simulate(model, &alt, f.overhead_s, &t)?,
             measured: m,
+            repeats,
         });
     }
 
@@ -659,9 +754,25 @@ fn predict_and_report(
                 .collect(),
         )
     };
+    let differences: Vec<f64> = results
+        .iter()
+        .flat_map(RateResult::repeat_differences)
+        .collect();
+    let repeat_noise = (!differences.is_empty()).then(|| {
+        (
+            median(differences),
+            median(
+                results
+                    .iter()
+                    .flat_map(RateResult::errors_against_repeats)
+                    .collect(),
+            ),
+        )
+    });
     let report = ValidateReport {
         median_abs_rel_error: cells(false),
         median_abs_rel_error_alt: cells(true),
+        repeat_noise,
         rates: results,
         capacity_rps,
         out: out.clone(),
@@ -897,6 +1008,19 @@ fn markdown(
         format!("{:?}", args.cost.alt()).to_lowercase(),
         r.median_abs_rel_error_alt * 100.0
     );
+    if let Some((noise, against)) = r.repeat_noise {
+        let rounds = r.rates.first().map_or(1, |x| 1 + x.repeats.len());
+        let _ = writeln!(
+            s,
+            "**Measurement noise ({rounds} rounds):** the same traces measured again after the \
+             first round moved by a median {:.1} % from it (|relative difference| over the same \
+             cells; per rate and metric in `repeat-<k>/`). A prediction cannot be expected to \
+             be closer to one measurement than repeated measurements are to each other. The \
+             prediction against the later rounds: median {:.1} %.\n",
+            noise * 100.0,
+            against * 100.0
+        );
+    }
     let _ = writeln!(
         s,
         "Per metric, median |relative error| over rates: {}.\n",

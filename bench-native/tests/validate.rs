@@ -100,6 +100,8 @@ fn validate_two_rates_against_llama_server() {
         "1",
         "--mb-decode-tokens",
         "24",
+        "--rounds",
+        "2",
         "--out",
         out.to_str().unwrap(),
     ];
@@ -129,6 +131,17 @@ fn validate_two_rates_against_llama_server() {
     let md = std::fs::read_to_string(out.join("validate.md")).unwrap();
     assert!(md.contains(&argv.join(" ")), "command at the top: {md}");
     assert!(md.contains("Median |relative error|"), "{md}");
+    // the second round: every rate measured again, and how far it moved is reported
+    assert!(md.contains("Measurement noise (2 rounds)"), "{md}");
+    let (noise, against) = rep.repeat_noise.expect("2 rounds measure a noise");
+    assert!(
+        noise.is_finite() && noise >= 0.0 && against.is_finite(),
+        "{noise} {against}"
+    );
+    for r in &rep.rates {
+        assert_eq!(r.repeats.len(), 1, "rate {}", r.rate);
+        assert_eq!(r.repeats[0].completed, 8, "rate {}", r.rate);
+    }
 
     let csv = std::fs::read_to_string(out.join("validate.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -170,6 +183,17 @@ fn validate_two_rates_against_llama_server() {
             "real run files for rate {}",
             r.rate
         );
+        let again = |p: &Path| {
+            out.join("repeat-2")
+                .join(p.file_name().unwrap())
+                .join("requests.csv")
+                .is_file()
+        };
+        assert!(
+            again(&run) || again(&alt),
+            "round 2 files for rate {}",
+            r.rate
+        );
     }
     // the recorded run, re-predicted without the server, gives the same numbers
     let replayed = dir.join("replay");
@@ -206,6 +230,11 @@ fn validate_two_rates_against_llama_server() {
         }
     }
     assert!(close(rep.median_abs_rel_error, again.median_abs_rel_error));
+    let (n2, a2) = again.repeat_noise.expect("the replay reads round 2");
+    assert!(
+        close(noise, n2) && close(against, a2),
+        "{noise} {against} vs {n2} {a2}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
