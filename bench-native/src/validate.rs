@@ -75,7 +75,8 @@ Examples:
 
 Files written to --out: validate.md (table, command at the top), validate.csv (one row per
 rate: predicted, measured and relative error of each metric), microbench.json/.csv,
-fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace) and
+fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace),
+sim/requests-<rate>.csv (every simulated request, ids as in the real run's) and
 rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.csv);
 with --rounds, repeat-<k>/rate-<rate>/ for the later rounds.";
 
@@ -380,15 +381,29 @@ fn sim_config(
     c
 }
 
+/// Simulates trace `t`; with `records`, also writes every simulated request there (the
+/// per-request CSV columns of `bench-native simulate --records`, ids as in the trace and
+/// in the real run's `requests.csv`).
 fn simulate(
     m: &ServerModel,
     cost: &CostModel,
     overhead_s: f64,
     t: &[TraceRequest],
+    records: Option<&Path>,
 ) -> anyhow::Result<Summary> {
-    let cfg = sim_config(m, cost, overhead_s, t.to_vec());
+    let mut cfg = sim_config(m, cost, overhead_s, t.to_vec());
+    cfg.keep_records = records.is_some();
     cfg.validate().context("simulator configuration")?;
-    Ok(engine::sim::simulate(&cfg)?.summary)
+    let rep = engine::sim::simulate(&cfg)?;
+    if let Some(path) = records {
+        let csv = format!(
+            "{}\n{}",
+            engine::sweep::RECORD_COLUMNS,
+            engine::sweep::records_csv(&rep.records, "")
+        );
+        std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(rep.summary)
 }
 
 fn server_model(args: &ValidateArgs, meta: &Value) -> anyhow::Result<ServerModel> {
@@ -738,8 +753,14 @@ fn predict_and_report(
         results.push(RateResult {
             rate,
             load: rate / capacity_rps,
-            predicted: simulate(model, &cost, f.overhead_s, &t)?,
-            predicted_alt: simulate(model, &alt, f.overhead_s, &t)?,
+            predicted: simulate(
+                model,
+                &cost,
+                f.overhead_s,
+                &t,
+                Some(&out.join("sim").join(format!("requests-{}.csv", fmt_rate(rate)))),
+            )?,
+            predicted_alt: simulate(model, &alt, f.overhead_s, &t, None)?,
             measured: m,
             repeats,
         });
@@ -885,7 +906,7 @@ fn capacity(
         })
         .collect();
     // The drain rate does not depend on the per-request overhead.
-    Ok(simulate(m, cost, 0.0, &t)?.throughput_rps)
+    Ok(simulate(m, cost, 0.0, &t, None)?.throughput_rps)
 }
 
 /// The CSV header of `validate.csv`.

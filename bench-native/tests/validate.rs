@@ -183,6 +183,15 @@ fn validate_two_rates_against_llama_server() {
             "real run files for rate {}",
             r.rate
         );
+        // every simulated request written, one row per traced request
+        let sim = std::fs::read_dir(out.join("sim"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().contains("requests-"))
+            .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+            .collect::<Vec<_>>();
+        assert_eq!(sim, vec![1 + 8; 2], "sim/requests-<rate>.csv: header + 8 rows each");
         let again = |p: &Path| {
             out.join("repeat-2")
                 .join(p.file_name().unwrap())
