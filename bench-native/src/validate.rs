@@ -242,17 +242,10 @@ impl RateResult {
     /// |relative difference| of every later round from the first, over every metric
     /// ((repeat − first) / first, as a prediction's error would be).
     pub fn repeat_differences(&self) -> Vec<f64> {
+        let first = &self.measured;
         self.repeats
             .iter()
-            .flat_map(|rep| {
-                METRICS.iter().map(|(_, get)| {
-                    let (a, b) = (
-                        get(rep).unwrap_or(f64::NAN),
-                        get(&self.measured).unwrap_or(f64::NAN),
-                    );
-                    ((a - b) / b).abs()
-                })
-            })
+            .flat_map(|rep| abs_rel_differences(rep, first))
             .collect()
     }
 
@@ -260,17 +253,17 @@ impl RateResult {
     pub fn errors_against_repeats(&self) -> Vec<f64> {
         self.repeats
             .iter()
-            .flat_map(|rep| {
-                METRICS.iter().map(|(_, get)| {
-                    let (a, b) = (
-                        get(&self.predicted).unwrap_or(f64::NAN),
-                        get(rep).unwrap_or(f64::NAN),
-                    );
-                    ((a - b) / b).abs()
-                })
-            })
+            .flat_map(|rep| abs_rel_differences(&self.predicted, rep))
             .collect()
     }
+}
+
+/// |a − b| / |b| for every compared metric (NaN where either has no value).
+fn abs_rel_differences<'a>(a: &'a Summary, b: &'a Summary) -> impl Iterator<Item = f64> + 'a {
+    METRICS.iter().map(move |(_, get)| {
+        let (x, y) = (get(a).unwrap_or(f64::NAN), get(b).unwrap_or(f64::NAN));
+        ((x - y) / y).abs()
+    })
 }
 
 /// Everything `validate` produced.
@@ -758,7 +751,10 @@ fn predict_and_report(
                 &cost,
                 f.overhead_s,
                 &t,
-                Some(&out.join("sim").join(format!("requests-{}.csv", fmt_rate(rate)))),
+                Some(
+                    &out.join("sim")
+                        .join(format!("requests-{}.csv", fmt_rate(rate))),
+                ),
             )?,
             predicted_alt: simulate(model, &alt, f.overhead_s, &t, None)?,
             measured: m,

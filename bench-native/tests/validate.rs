@@ -191,7 +191,11 @@ fn validate_two_rates_against_llama_server() {
             .filter(|p| p.to_string_lossy().contains("requests-"))
             .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
             .collect::<Vec<_>>();
-        assert_eq!(sim, vec![1 + 8; 2], "sim/requests-<rate>.csv: header + 8 rows each");
+        assert_eq!(
+            sim,
+            vec![1 + 8; 2],
+            "sim/requests-<rate>.csv: header + 8 rows each"
+        );
         let again = |p: &Path| {
             out.join("repeat-2")
                 .join(p.file_name().unwrap())
