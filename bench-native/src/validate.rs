@@ -1031,12 +1031,38 @@ fn markdown(
             s,
             "**Measurement noise ({rounds} rounds):** the same traces measured again after the \
              first round moved by a median {:.1} % from it (|relative difference| over the same \
-             cells; per rate and metric in `repeat-<k>/`). A prediction cannot be expected to \
-             be closer to one measurement than repeated measurements are to each other. The \
-             prediction against the later rounds: median {:.1} %.\n",
+             cells). A prediction cannot be expected to be closer to one measurement than \
+             repeated measurements are to each other. The prediction against the later rounds: \
+             median {:.1} %. Measured values round by round (the later rounds' runs are in \
+             `repeat-<k>/`), prediction last:\n",
             noise * 100.0,
             against * 100.0
         );
+        let _ = writeln!(
+            s,
+            "| rate [req/s] | TTFT mean | TTFT p50 | TTFT p99 | TPOT mean | E2E mean | throughput |"
+        );
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|");
+        for x in &r.rates {
+            let _ = write!(s, "| {} ", fmt_rate(x.rate));
+            for (name, get) in METRICS {
+                let (k, d) = if name.starts_with("tpot") {
+                    (1e3, 2)
+                } else if name.ends_with("_s") {
+                    (1e3, 0)
+                } else {
+                    (1.0, 2)
+                };
+                let v = |m: &Summary| get(m).map_or("–".into(), |v| format!("{:.d$}", v * k));
+                let rounds: Vec<String> = std::iter::once(&x.measured)
+                    .chain(&x.repeats)
+                    .map(v)
+                    .collect();
+                let _ = write!(s, "| {} → {} ", rounds.join(" / "), v(&x.predicted));
+            }
+            s.push_str("|\n");
+        }
+        s.push('\n');
     }
     let _ = writeln!(
         s,

@@ -133,6 +133,12 @@ fn validate_two_rates_against_llama_server() {
     assert!(md.contains("Median |relative error|"), "{md}");
     // the second round: every rate measured again, and how far it moved is reported
     assert!(md.contains("Measurement noise (2 rounds)"), "{md}");
+    // and the values round by round, prediction last, a row per rate
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| ") && l.contains(" / ") && l.contains(" → "))
+        .count();
+    assert_eq!(rows, 2, "{md}");
     let (noise, against) = rep.repeat_noise.expect("2 rounds measure a noise");
     assert!(
         noise.is_finite() && noise >= 0.0 && against.is_finite(),
