@@ -146,10 +146,8 @@ impl SimValues {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Predictor {
     Model(ModelKind),
-    /// The simulator averaged over other seeds (`--noise-floor`).
-    Simulator {
-        seeds: usize,
-    },
+    /// The simulator averaged over other seeds (`--noise-floor`; the markdown names them).
+    Simulator,
 }
 
 impl Predictor {
@@ -157,7 +155,7 @@ impl Predictor {
     pub fn name(&self) -> &'static str {
         match self {
             Predictor::Model(k) => k.as_str(),
-            Predictor::Simulator { .. } => "simulator",
+            Predictor::Simulator => "simulator",
         }
     }
 }
@@ -344,10 +342,8 @@ pub fn evaluate(
                 debug_assert!(
                     (q.rate, q.max_batch, q.kv_tokens) == (p.rate, p.max_batch, p.kv_tokens)
                 );
-                let who = Predictor::Simulator {
-                    seeds: q.seeds.len(),
-                };
-                models.push((who, Outcome::Predicted(SimValues::of(q).values), secs));
+                let values = SimValues::of(q).values;
+                models.push((Predictor::Simulator, Outcome::Predicted(values), secs));
             }
             ConfigRow {
                 rate: p.rate,
