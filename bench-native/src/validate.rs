@@ -227,16 +227,7 @@ impl RateResult {
         } else {
             &self.predicted
         };
-        METRICS
-            .iter()
-            .map(|(name, get)| {
-                let (a, b) = (
-                    get(p).unwrap_or(f64::NAN),
-                    get(&self.measured).unwrap_or(f64::NAN),
-                );
-                (*name, a, b, (a - b) / b)
-            })
-            .collect()
+        relative_differences(p, &self.measured).collect()
     }
 
     /// |relative difference| of every later round from the first, over every metric
@@ -245,7 +236,7 @@ impl RateResult {
         let first = &self.measured;
         self.repeats
             .iter()
-            .flat_map(|rep| abs_rel_differences(rep, first))
+            .flat_map(|rep| relative_differences(rep, first).map(|c| c.3.abs()))
             .collect()
     }
 
@@ -253,17 +244,32 @@ impl RateResult {
     pub fn errors_against_repeats(&self) -> Vec<f64> {
         self.repeats
             .iter()
-            .flat_map(|rep| abs_rel_differences(&self.predicted, rep))
+            .flat_map(|rep| relative_differences(&self.predicted, rep).map(|c| c.3.abs()))
             .collect()
     }
 }
 
-/// |a − b| / |b| for every compared metric (NaN where either has no value).
-fn abs_rel_differences<'a>(a: &'a Summary, b: &'a Summary) -> impl Iterator<Item = f64> + 'a {
-    METRICS.iter().map(move |(_, get)| {
+/// (metric, a, b, (a − b) / b) for every compared metric (NaN where either has no value).
+fn relative_differences<'a>(
+    a: &'a Summary,
+    b: &'a Summary,
+) -> impl Iterator<Item = (&'static str, f64, f64, f64)> + 'a {
+    METRICS.iter().map(move |(name, get)| {
         let (x, y) = (get(a).unwrap_or(f64::NAN), get(b).unwrap_or(f64::NAN));
-        ((x - y) / y).abs()
+        (*name, x, y, (x - y) / y)
     })
+}
+
+/// How a metric's values are shown in the tables: the factor to ms for times, and the
+/// decimals (TPOT and throughput 2, other times whole ms).
+fn display_unit(name: &str) -> (f64, usize) {
+    if !name.ends_with("_s") {
+        (1.0, 2)
+    } else if name.starts_with("tpot") {
+        (1e3, 2)
+    } else {
+        (1e3, 0)
+    }
 }
 
 /// Everything `validate` produced.
@@ -1005,12 +1011,7 @@ fn markdown(
     for x in &r.rates {
         let _ = write!(s, "| {} | {:.2} ", fmt_rate(x.rate), x.load);
         for (name, p, me, e) in x.errors(false) {
-            let k = if name.ends_with("_s") { 1e3 } else { 1.0 };
-            let d = if name.starts_with("tpot") || k == 1.0 {
-                2
-            } else {
-                0
-            };
+            let (k, d) = display_unit(name);
             let _ = write!(s, "| {:.d$} / {:.d$} ({:+.0} %) ", p * k, me * k, e * 100.0);
         }
         s.push_str("|\n");
@@ -1046,13 +1047,7 @@ fn markdown(
         for x in &r.rates {
             let _ = write!(s, "| {} ", fmt_rate(x.rate));
             for (name, get) in METRICS {
-                let (k, d) = if name.starts_with("tpot") {
-                    (1e3, 2)
-                } else if name.ends_with("_s") {
-                    (1e3, 0)
-                } else {
-                    (1.0, 2)
-                };
+                let (k, d) = display_unit(name);
                 let v = |m: &Summary| get(m).map_or("–".into(), |v| format!("{:.d$}", v * k));
                 let rounds: Vec<String> = std::iter::once(&x.measured)
                     .chain(&x.repeats)
