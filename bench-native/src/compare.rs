@@ -372,6 +372,52 @@ fn fmt_time(s: f64) -> String {
     }
 }
 
+/// For each model that predicted only some configurations, the `simulator` row's errors
+/// over just those, so that a model's errors and the yardstick's noise can be read over
+/// the same configurations (markdown sentences; empty when every model predicted all).
+pub fn noise_floor_like_for_like(rows: &[ConfigRow]) -> String {
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let Some(sim) = first
+        .models
+        .iter()
+        .position(|(p, _, _)| *p == Predictor::Simulator)
+    else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    for (i, (who, _, _)) in first.models.iter().enumerate() {
+        let on: Vec<ConfigRow> = rows
+            .iter()
+            .filter(|r| matches!(r.models[i].1, Outcome::Predicted(_)))
+            .cloned()
+            .collect();
+        if i == sim || on.is_empty() || on.len() == rows.len() {
+            continue;
+        }
+        let m = &summarise(&on)[sim];
+        parts.push(format!(
+            "on the {} configurations `{}` predicted, mean TTFT {}, p50 {}, p95 {}, p99 {}, goodput {}",
+            on.len(),
+            who.name(),
+            pct(m.mre[0]),
+            pct(m.mre[1]),
+            pct(m.mre[2]),
+            pct(m.mre[3]),
+            pct(m.mre[4]),
+        ));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nThe `simulator` row over the same configurations as a model that predicted fewer \
+(like for like): {}.\n",
+        parts.join("; ")
+    )
+}
+
 /// The markdown error table.
 pub fn markdown(summaries: &[ModelSummary], n_configs: usize) -> String {
     let mut s = String::new();
@@ -631,6 +677,7 @@ Its time is simulation time per configuration over those seeds (× {threads} thr
             ns.seeds.iter().max().copied().unwrap_or(0),
             spec.seeds.len(),
         );
+        md.push_str(&noise_floor_like_for_like(&rows));
     }
     let _ = writeln!(
         md,
@@ -674,5 +721,51 @@ mod tests {
         assert!(rel && (e - 0.1).abs() < 1e-12);
         // Never zero when the simulator says zero but the model does not.
         assert!(error(5, 0.002, 0.0).0 > 0.0);
+    }
+
+    #[test]
+    fn noise_floor_is_also_scored_on_a_models_configurations() {
+        // Three configurations; `ours` is unstable on the third, where the simulator's
+        // other seeds are far off (50 %), so the like-for-like figure must leave it out.
+        let row = |sim: f64, noise: f64, ours: Outcome| ConfigRow {
+            rate: 1.0,
+            max_batch: 8,
+            kv_tokens: 4096,
+            sim: SimValues {
+                values: [
+                    Some(sim),
+                    Some(sim),
+                    Some(sim),
+                    Some(sim),
+                    Some(1.0),
+                    Some(0.0),
+                ],
+                goodput_normalised: Some(1.0),
+                arrivals: 100,
+            },
+            models: vec![
+                (Predictor::Model(ModelKind::Ours), ours, 1e-4),
+                (
+                    Predictor::Simulator,
+                    Outcome::Predicted([Some(noise); 6].map(|x| x.map(|v| v * sim))),
+                    0.1,
+                ),
+            ],
+        };
+        let ok = |v: f64| Outcome::Predicted([Some(v); 6]);
+        let rows = vec![
+            row(1.0, 1.02, ok(1.0)),
+            row(2.0, 1.04, ok(2.0)),
+            row(4.0, 1.5, Outcome::Unstable { rho: 1.2 }),
+        ];
+        let all = &summarise(&rows)[1];
+        assert!((all.mre[0].unwrap() - (0.02 + 0.04 + 0.5) / 3.0).abs() < 1e-12);
+        let text = noise_floor_like_for_like(&rows);
+        assert!(
+            text.contains("on the 2 configurations `ours` predicted, mean TTFT 3.00 %"),
+            "{text}"
+        );
+        // Nothing to add when every model predicted every configuration.
+        assert_eq!(noise_floor_like_for_like(&rows[..2]), "");
     }
 }
