@@ -530,21 +530,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.area += count_f64(self.in_system) * (entry - self.area_t);
         self.area_t = entry;
         let need = self.kv.blocks_for(r.total_tokens());
-        let admitted = self.in_system < self.max_in_system
-            && match self.cfg.server.kv_mode {
-                KvMode::Reserve => self.kv.try_take(need),
-                KvMode::Paged => {
-                    // A request that could never fit alone would be preempted forever.
-                    let fits_alone =
-                        need <= self.kv.total_blocks().saturating_sub(self.kv_watermark());
-                    let queue_ok = self
-                        .cfg
-                        .server
-                        .queue_cap
-                        .is_none_or(|c| (self.sched.waiting_len() as u64) < c as u64);
-                    fits_alone && queue_ok
-                }
-            };
+        let admitted = self.admissible(need);
+        if admitted && !self.paged {
+            let taken = self.kv.try_take(need);
+            debug_assert!(taken, "admissible checked the free blocks");
+        }
         if admitted {
             self.stats.accepted += 1;
             self.in_system += 1;
@@ -569,6 +559,26 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if entry >= self.ts_next {
             self.sample_at(entry);
         }
+    }
+
+    /// Whether an arrival needing `need` blocks (its whole reservation) would be admitted
+    /// in the current state: below the in-system cap, and in reserve mode its blocks fit,
+    /// in paged mode it fits alone and the queue has room. Changes nothing.
+    #[inline]
+    fn admissible(&self, need: u64) -> bool {
+        self.in_system < self.max_in_system
+            && if self.paged {
+                // A request that could never fit alone would be preempted forever.
+                let fits_alone = need <= self.kv.total_blocks().saturating_sub(self.kv_watermark());
+                let queue_ok = self
+                    .cfg
+                    .server
+                    .queue_cap
+                    .is_none_or(|c| (self.sched.waiting_len() as u64) < c as u64);
+                fits_alone && queue_ok
+            } else {
+                need <= self.kv.free_blocks()
+            }
     }
 
     fn kv_watermark(&self) -> u64 {
@@ -794,16 +804,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             k = k.min(tick - self.clock.ticks);
         }
         let mut k = k.max(1);
-        // Stop at the first boundary at or after an arrival that could join.
-        if requests.peek().is_some()
-            && self
-                .sched
-                .arrival_can_join(n, self.cfg.server.max_batch as usize)
-        {
-            let entry = requests.next_t;
-            let guess = (entry - a.t0) / d - count_f64(a.iters);
-            k = k.min(first_boundary_at_or_after(&at, entry, k, guess));
-        }
         if self.cut {
             let h = self.cfg.horizon_s;
             if at(1) > h {
@@ -811,6 +811,30 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             let guess = (h - a.t0) / d - count_f64(a.iters);
             k = k.min(last_boundary_at_or_before(&at, h, k, guess));
+        }
+        // Stop at the first boundary at or after an arrival that could join. Arrivals the
+        // server refuses (no room for their reservation, a full system) cannot join: until
+        // the run ends nothing is released and nobody else is admitted, so they are refused
+        // now, in arrival order, exactly as they would be at their own time in the run, and
+        // the run goes on past them.
+        if self
+            .sched
+            .arrival_can_join(n, self.cfg.server.max_batch as usize)
+        {
+            while let Some(r) = requests.peek() {
+                let entry = requests.next_t;
+                if entry >= at(k) {
+                    break;
+                }
+                if !self.admissible(self.kv.blocks_for(r.total_tokens())) {
+                    let r = requests.pop().expect("just peeked");
+                    self.arrive(r);
+                    continue;
+                }
+                let guess = (entry - a.t0) / d - count_f64(a.iters);
+                k = k.min(first_boundary_at_or_after(&at, entry, k, guess));
+                break;
+            }
         }
         if self.paged {
             let free = self.kv.free_blocks();
