@@ -812,11 +812,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             let guess = (h - a.t0) / d - count_f64(a.iters);
             k = k.min(last_boundary_at_or_before(&at, h, k, guess));
         }
-        // Stop at the first boundary at or after an arrival that could join. Arrivals the
-        // server refuses (no room for their reservation, a full system) cannot join: until
-        // the run ends nothing is released and nobody else is admitted, so they are refused
-        // now, in arrival order, exactly as they would be at their own time in the run, and
-        // the run goes on past them.
+        // Stop at the first boundary at or after an arrival that could join. In reserve
+        // mode, arrivals the server refuses (no room for their reservation, a full system)
+        // cannot join: until the run ends nothing is released and nobody else is admitted,
+        // so they are refused now, in arrival order, exactly as they would be at their own
+        // time in the run, and the run goes on past them. (Paged runs take the run's block
+        // growth below, after this, so their arrivals keep to their own time.)
         if self
             .sched
             .arrival_can_join(n, self.cfg.server.max_batch as usize)
@@ -826,7 +827,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 if entry >= at(k) {
                     break;
                 }
-                if !self.admissible(self.kv.blocks_for(r.total_tokens())) {
+                if !self.paged && !self.admissible(self.kv.blocks_for(r.total_tokens())) {
                     let r = requests.pop().expect("just peeked");
                     self.arrive(r);
                     continue;
