@@ -567,6 +567,7 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         max_batches: a.batches.clone(),
         kv_tokens: a.kv.clone(),
         seeds,
+        reuse: true,
     };
     spec.validate().context("invalid grid")?;
     let noise_spec = match &a.noise_floor {

@@ -35,6 +35,21 @@ mod native {
                     .len()
             })
         });
+        let every = SweepSpec {
+            reuse: false,
+            ..spec.clone()
+        };
+        g.bench_function(
+            "reference_default_800_runs_1_core_every_run_simulated",
+            |b| {
+                b.iter(|| {
+                    run_sweep(&every, None, &mut |_, _| true)
+                        .unwrap()
+                        .unwrap()
+                        .len()
+                })
+            },
+        );
         g.finish();
     }
 

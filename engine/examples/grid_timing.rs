@@ -1,4 +1,5 @@
-//! The reference study's default grid (800 runs) on one thread, timed `N` times (default 5):
+//! The reference study's default grid (800 runs) on one thread, timed `N` times (default 5;
+//! `-- N every` simulates every run instead of reusing runs that stand for others):
 //! the engine's speed natively and, built for `wasm32-wasip1`, under a WebAssembly engine.
 //!
 //! ```text
@@ -15,7 +16,11 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let spec = SweepSpec::reference_default();
+    // `grid_timing N every` simulates every run (no reuse of runs that stand for others).
+    let spec = SweepSpec {
+        reuse: std::env::args().nth(2).as_deref() != Some("every"),
+        ..SweepSpec::reference_default()
+    };
     let mut times = Vec::new();
     for i in 0..n {
         let t = Instant::now();
@@ -28,8 +33,9 @@ fn main() {
             .flat_map(|p| &p.summaries)
             .map(|s| s.completed)
             .sum();
+        let simulated: u32 = pts.iter().map(|p| p.simulated_seeds).sum();
         println!(
-            "run {}: {:.3} s ({} runs, {completed} completed)",
+            "run {}: {:.3} s ({} runs, {simulated} simulated, {completed} completed)",
             i + 1,
             s,
             spec.runs()

@@ -26,7 +26,7 @@
 //! the reservations as they stand (releases happen only at iteration ends); an arrival at
 //! the same instant as an iteration end is processed after that iteration's completions.
 
-use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
+use crate::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
@@ -78,6 +78,12 @@ pub struct RunStats {
     pub sojourn_sum_s: f64,
     /// Whether time never went backwards.
     pub time_monotone: bool,
+    /// Most requests in the system (waiting + running) at once.
+    pub peak_in_system: u64,
+    /// Reserve mode: the most KV blocks an arrival would have needed in use — those
+    /// reserved at its arrival plus its own — over arrivals that reached the KV check.
+    /// Above the capacity iff some arrival was refused for want of KV. 0 in paged mode.
+    pub peak_kv_demand_blocks: u64,
 }
 
 /// What a run returns.
@@ -116,6 +122,42 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, ConfigError> {
 pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests: I) -> SimReport {
     let hint = requests.size_hint().0;
     simulate_with_hint(cfg, requests, hint)
+}
+
+/// Whether the run of a configuration with server `ran` (its bookkeeping `stats`) is,
+/// exactly, also the run of the same configuration with batch width `max_batch` and KV capacity `kv_tokens` instead — every
+/// decision, time and record the same — so a sweep can reuse it rather than simulate again.
+///
+/// Reserve mode only, under the policies whose only use of B is to cap the running set
+/// (serial, static, continuous, chunked, SJF); elsewhere only the same (B, K) qualifies.
+/// - **Width.** B only ever limits how many waiting requests join. If the system never
+///   held more than B′ requests (waiting + running), no request ever waited for a slot
+///   under a width of B′ or more, and the runs agree step for step: the cost of an
+///   iteration depends on the running count, never on B.
+/// - **KV.** In reserve mode K enters only the admission test (reserved + need ≤ K). If
+///   every arrival that reached the test needed at most K′ blocks in use, each is
+///   admitted under K′ exactly as it was, and nothing else changes.
+pub fn run_also_holds_for(
+    ran: &ServerConfig,
+    stats: &RunStats,
+    max_batch: u32,
+    kv_tokens: u64,
+) -> bool {
+    let s = ran;
+    let bs = u64::from(s.block_size.max(1));
+    let (have, want) = (s.kv_tokens / bs, kv_tokens / bs);
+    let caps_only = s.kv_mode == KvMode::Reserve
+        && matches!(
+            s.policy,
+            Policy::Serial | Policy::Static | Policy::Continuous | Policy::Chunked | Policy::Sjf
+        );
+    if !caps_only {
+        return max_batch == s.max_batch && have == want;
+    }
+    let width =
+        max_batch == s.max_batch || stats.peak_in_system <= u64::from(max_batch.min(s.max_batch));
+    let kv = have == want || stats.peak_kv_demand_blocks <= have.min(want);
+    width && kv
 }
 
 /// [`simulate_requests`] expecting about `expected` requests (sizes buffers up front).
@@ -530,6 +572,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.area += count_f64(self.in_system) * (entry - self.area_t);
         self.area_t = entry;
         let need = self.kv.blocks_for(r.total_tokens());
+        if !self.paged && self.in_system < self.max_in_system {
+            let demand = self.kv.used_blocks() + need;
+            if demand > self.stats.peak_kv_demand_blocks {
+                self.stats.peak_kv_demand_blocks = demand;
+            }
+        }
         let admitted = self.admissible(need);
         if admitted && !self.paged {
             let taken = self.kv.try_take(need);
@@ -538,6 +586,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if admitted {
             self.stats.accepted += 1;
             self.in_system += 1;
+            if self.in_system > self.stats.peak_in_system {
+                self.stats.peak_in_system = self.in_system;
+            }
             let reserved = if self.paged { 0 } else { need };
             self.sched.enqueue(Seq::new(r, reserved));
         } else {

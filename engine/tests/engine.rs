@@ -575,3 +575,85 @@ fn vllm_v1_preempts_when_its_blocks_run_out_and_has_no_watermark() {
     cfg.server = ServerConfig::vllm_v1(8, 64, 128, 512);
     assert_eq!(simulate(&cfg).unwrap().summary.preemptions, 0);
 }
+
+/// A run that [`run_also_holds_for`] says stands for another (B, K) must be that run, record
+/// for record, over every policy × KV mode × end rule × cost; and the rule must actually
+/// apply where it should (reserve mode, B or K not binding), or a sweep would reuse nothing.
+#[test]
+fn a_run_stands_for_another_width_or_kv_only_when_it_is_identical() {
+    use engine::sim::run_also_holds_for;
+    let context_cost = CostModel::Linear(LinearCost {
+        beta0: 0.004,
+        beta_prefill: 5e-5,
+        beta_decode: 3e-4,
+        beta_kv: 1e-7,
+        ..LinearCost::default()
+    });
+    let widths = [1, 2, 3, 4, 8, 16];
+    let kvs = [1000, 2048, 4096, 8192, 65536];
+    let mut held_elsewhere = Vec::new();
+    for policy in Policy::ALL {
+        let mut held = 0;
+        for kv in [KvMode::Reserve, KvMode::Paged] {
+            for cut in [false, true] {
+                for (cost_name, cost) in [
+                    ("default", CostModel::default()),
+                    ("context", context_cost.clone()),
+                ] {
+                    for rate in [1.5, 6.0] {
+                        let mut cfg = base(policy, kv, LengthDist::sharegpt(), rate);
+                        cfg.horizon_s = 60.0;
+                        cfg.cost = cost.clone();
+                        if cut {
+                            cfg.end = EndRule::Cut;
+                            cfg.first_token = FirstToken::AfterFirstDecode;
+                        }
+                        if rate > 2.0 && cost_name == "context" {
+                            cfg.server.admission = Admission::MaxInSystem { max_in_system: 10 };
+                        }
+                        let mut runs = Vec::new();
+                        for &b in &widths {
+                            for &k in &kvs {
+                                let mut c = cfg.clone();
+                                c.server.max_batch = b;
+                                c.server.kv_tokens = k;
+                                let rep = simulate(&c).unwrap();
+                                runs.push((c, digest(&rep.records), rep));
+                            }
+                        }
+                        for (a, da, ra) in &runs {
+                            for (b, db, rb) in &runs {
+                                let (wb, kb) = (b.server.max_batch, b.server.kv_tokens);
+                                if !run_also_holds_for(&a.server, &ra.stats, wb, kb) {
+                                    continue;
+                                }
+                                let label = format!(
+                                    "{policy:?}/{kv:?}/cut={cut}/{cost_name}/λ={rate}: \
+                                     B {} K {} stands for B {wb} K {kb}",
+                                    a.server.max_batch, a.server.kv_tokens
+                                );
+                                assert_eq!(da, db, "{label}: records differ");
+                                assert_eq!(ra.summary, rb.summary, "{label}");
+                                assert_eq!(ra.timeseries, rb.timeseries, "{label}");
+                                if a.server.max_batch != wb || a.server.kv_tokens != kb {
+                                    assert_eq!(kv, KvMode::Reserve, "{label}: reserve mode only");
+                                    assert_ne!(policy, Policy::LlamaCpp, "{label}");
+                                    held += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        held_elsewhere.push((policy, held));
+    }
+    // Light runs (λ 1.5, a large K or B) stand for others under every policy it covers.
+    for (policy, held) in held_elsewhere {
+        assert_eq!(
+            held > 20,
+            policy != Policy::LlamaCpp,
+            "{policy:?}: a run stood for another (B, K) {held} times"
+        );
+    }
+}
