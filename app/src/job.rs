@@ -11,8 +11,10 @@ use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
+use engine::config::ServerConfig;
+use engine::metrics::Summary;
 use engine::record::Outcome;
-use engine::sim::{simulate, simulate_requests};
+use engine::sim::{run_also_holds_for, simulate, simulate_requests, RunStats};
 use engine::workload::{Request, Workload};
 use engine::SimConfig;
 use serde::{Deserialize, Serialize};
@@ -227,11 +229,14 @@ impl Progress<'_> {
 
 /// Each seed's requests for the last workload simulated: consecutive points with the same
 /// workload (the grid's B × K at one rate) reuse them instead of regenerating (common
-/// random numbers, as the native sweep does; results are identical).
+/// random numbers, as the native sweep does; results are identical). With them, each
+/// seed's simulated runs, so a point that one of them provably stands for
+/// ([`run_also_holds_for`]: B or K never binding, reserve mode) reuses its summary.
 #[derive(Default)]
 struct Streams {
     key: Option<(Workload, f64)>,
     by_seed: Vec<Vec<Request>>,
+    runs: Vec<Vec<(ServerConfig, RunStats, Summary)>>,
 }
 
 impl Streams {
@@ -243,6 +248,7 @@ impl Streams {
         if !same {
             self.key = Some((cfg.workload.clone(), cfg.horizon_s));
             self.by_seed.clear();
+            self.runs.clear();
         }
         let i = seed as usize;
         while self.by_seed.len() <= i {
@@ -252,8 +258,29 @@ impl Streams {
                 .generate(s, cfg.horizon_s)
                 .map_err(|e| e.to_string())?;
             self.by_seed.push(reqs);
+            self.runs.push(Vec::new());
         }
         Ok(&self.by_seed[i])
+    }
+
+    /// `cfg` run on its seed's requests, or the summary of a run that stands for it.
+    /// Every field but B and K must match; within a job only they and the rate vary.
+    fn simulate(&mut self, cfg: &SimConfig, seed: u64) -> Result<Summary, String> {
+        self.get(cfg, seed)?;
+        let i = seed as usize;
+        let (b, k) = (cfg.server.max_batch, cfg.server.kv_tokens);
+        let found = self.runs[i].iter().find(|(server, stats, _)| {
+            let mut s = cfg.server.clone();
+            s.max_batch = server.max_batch;
+            s.kv_tokens = server.kv_tokens;
+            s == *server && run_also_holds_for(server, stats, b, k)
+        });
+        if let Some((_, _, summary)) = found {
+            return Ok(summary.clone());
+        }
+        let rep = simulate_requests(cfg, self.by_seed[i].iter().copied());
+        self.runs[i].push((cfg.server.clone(), rep.stats, rep.summary.clone()));
+        Ok(rep.summary)
     }
 }
 
@@ -273,9 +300,7 @@ fn curve_point(
         cfg.server.max_batch = max_batch;
         cfg.server.kv_tokens = kv_tokens;
         cfg.validate().map_err(|e| e.to_string())?;
-        let reqs = streams.get(&cfg, seed)?;
-        let rep = simulate_requests(&cfg, reqs.iter().copied());
-        summaries.push(rep.summary);
+        summaries.push(streams.simulate(&cfg, seed)?);
         out.tick();
     }
     Ok(Reply::Point {
@@ -532,6 +557,51 @@ pub fn model_rates(rates: &[f64], n: usize) -> Vec<f64> {
 mod tests {
     use super::*;
     use crate::metric::Metric;
+
+    #[test]
+    fn grid_points_that_reuse_a_run_equal_their_own_simulation() {
+        // The grid at a tenth of its horizon, one worker's share: reused runs must give
+        // exactly what simulating the point gives.
+        let job = Job {
+            params: Params {
+                horizon_s: Params::default().horizon_s / 10.0,
+                ..Params::default()
+            },
+            ..warm_up_job()
+        };
+        let p = &job.params;
+        let mut checked = 0;
+        for share in shard(job.tasks.clone(), 2) {
+            let part = Job {
+                tasks: share,
+                ..job.clone()
+            };
+            run(&part, &mut |r| {
+                if let Reply::Point {
+                    grid: Some((b, k)),
+                    point,
+                    ..
+                } = r
+                {
+                    let own: Vec<Summary> = (0..p.seeds as u64)
+                        .map(|seed| {
+                            let mut cfg = p.sim_config(point.rate, seed);
+                            cfg.server.max_batch = b;
+                            cfg.server.kv_tokens = k;
+                            simulate(&cfg).unwrap().summary
+                        })
+                        .collect();
+                    assert_eq!(
+                        point,
+                        CurvePoint::from_summaries(point.rate, &own),
+                        "B {b} K {k}"
+                    );
+                    checked += 1;
+                }
+            });
+        }
+        assert_eq!(checked, 160);
+    }
 
     #[test]
     fn the_warm_up_job_is_the_grid_at_a_hundredth_of_its_horizon() {

@@ -117,7 +117,10 @@ fn run(reqs: &[Request], bmax: usize, kv: u64, h: f64, sc: &mut Scratch) -> Out 
         }
         if !unprefilled.is_empty() {
             // One prefill iteration for all joiners; it stalls decoding.
-            let tokens: u64 = unprefilled.iter().map(|&j| reqs[j as usize].prompt as u64).sum();
+            let tokens: u64 = unprefilled
+                .iter()
+                .map(|&j| reqs[j as usize].prompt as u64)
+                .sum();
             let t_end = t + (0.004 + 8e-5 * tokens as f64 * fac[running]);
             if t_end > h {
                 break;
@@ -135,7 +138,11 @@ fn run(reqs: &[Request], bmax: usize, kv: u64, h: f64, sc: &mut Scratch) -> Out 
         let t0 = t;
         let at = |m: u64| t0 + m as f64 * d;
         let mut k = finish.peek().map_or(u64::MAX, |e| e.0 .0 - ticks);
-        if let Some(m) = joiners.iter().map(|&j| reqs[j as usize].output as u64).min() {
+        if let Some(m) = joiners
+            .iter()
+            .map(|&j| reqs[j as usize].output as u64)
+            .min()
+        {
             k = k.min(m);
         }
         let k_max = k.max(1);
@@ -262,7 +269,13 @@ fn main() {
         .rates
         .iter()
         .flat_map(|&r| spec.seeds.iter().map(move |&s| (r, s)))
-        .map(|(r, s)| (r, s, spec.base.workload.with_rate(r).generate(s, h).unwrap()))
+        .map(|(r, s)| {
+            (
+                r,
+                s,
+                spec.base.workload.with_rate(r).generate(s, h).unwrap(),
+            )
+        })
         .collect();
     let mut mismatches = 0;
     for _ in 0..times {
@@ -310,6 +323,9 @@ fn main() {
         );
     }
     if check {
-        println!("{mismatches} of {} runs differ from the engine", spec.runs() * times);
+        println!(
+            "{mismatches} of {} runs differ from the engine",
+            spec.runs() * times
+        );
     }
 }
