@@ -39,10 +39,13 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// One sample of the server's state.
+/// The server's state at one sampling instant: instant `i` is `i · horizon /
+/// timeseries_points`, on a regular grid up to the end of the run, and the state is the
+/// one holding at that instant (after any event at exactly that time). Paged decode runs
+/// take their blocks when the run starts, so a sample inside one counts them already.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimePoint {
-    /// [s]
+    /// The sampling instant [s].
     pub t_s: f64,
     /// Requests in the waiting queue.
     pub waiting: u32,
@@ -378,7 +381,9 @@ struct Sim<'a, S: Scheduler> {
     records: Vec<RequestRecord>,
     timeseries: Vec<TimePoint>,
     ts_every: f64,
+    /// The next sampling instant, `ts_index · ts_every` (infinite with no time series).
     ts_next: f64,
+    ts_index: u64,
     in_system: u64,
     area: f64,
     area_t: f64,
@@ -435,7 +440,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             records: Vec::new(),
             timeseries: Vec::new(),
             ts_every,
-            ts_next: 0.0,
+            ts_next: if cfg.timeseries_points > 0 {
+                0.0
+            } else {
+                f64::INFINITY
+            },
+            ts_index: 0,
             in_system: 0,
             area: 0.0,
             area_t: 0.0,
@@ -467,7 +477,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             while let Some(r) = requests.pop_at_or_before(self.t) {
                 self.arrive(r);
             }
-            self.sample();
             if self.paged {
                 self.secure_decode_blocks();
             }
@@ -551,14 +560,18 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if t < self.t {
             self.stats.time_monotone = false;
         }
+        self.sample_before(t);
         self.area += count_f64(self.in_system) * (t - self.area_t);
         self.area_t = t;
         self.t = t;
     }
 
-    fn sample(&mut self) {
-        if self.t >= self.ts_next {
-            self.sample_at(self.t);
+    /// Samples every sampling instant before `t` with the state as it stands: the state
+    /// changes only at events, so call this before changing it at `t`.
+    #[inline]
+    fn sample_before(&mut self, t: f64) {
+        while self.ts_next < t {
+            self.sample_at(self.ts_next);
         }
     }
 
@@ -569,6 +582,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if entry < self.area_t {
             self.stats.time_monotone = false;
         }
+        self.sample_before(entry);
         self.area += count_f64(self.in_system) * (entry - self.area_t);
         self.area_t = entry;
         let need = self.kv.blocks_for(r.total_tokens());
@@ -607,9 +621,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 admitted_s: None,
             });
         }
-        if entry >= self.ts_next {
-            self.sample_at(entry);
-        }
     }
 
     /// Whether an arrival needing `need` blocks (its whole reservation) would be admitted
@@ -640,8 +651,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
+    #[cold]
     fn sample_at(&mut self, t: f64) {
-        self.ts_next = t + self.ts_every;
+        self.ts_index += 1;
+        self.ts_next = count_f64(self.ts_index) * self.ts_every;
         self.timeseries.push(TimePoint {
             t_s: t,
             waiting: self.sched.waiting_len() as u32,
@@ -1018,6 +1031,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             for s in &mut self.running[..self.attached] {
                 self.clock.sync(s);
             }
+            // The state at the horizon, still holding the unfinished requests.
+            while self.ts_next <= h {
+                self.sample_at(self.ts_next);
+            }
             let mut left: Vec<Seq> = std::mem::take(&mut self.running);
             left.extend(self.sched.drain());
             left.sort_by_key(|s| s.req.id);
@@ -1032,6 +1049,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         } else {
             self.t.max(self.last_event)
         };
+        while self.ts_next <= end {
+            self.sample_at(self.ts_next);
+        }
         if self.cfg.keep_records {
             self.records.sort_by_key(|r| r.id);
         }

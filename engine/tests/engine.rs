@@ -657,3 +657,69 @@ fn a_run_stands_for_another_width_or_kv_only_when_it_is_identical() {
         );
     }
 }
+
+/// The time series is the state at regular instants `i · horizon / points`: here checked
+/// against the state rebuilt from the records (reserve mode, no preemption: a request
+/// waits from its arrival until it is admitted, runs until it finishes, and holds its
+/// reservation all that time). Long decode runs with no event inside must not skip
+/// instants (B 16 at a low rate has runs of many instants).
+#[test]
+fn the_time_series_is_the_state_at_every_sampling_instant() {
+    for (rate, b, kv, cut) in [
+        (3.0, 4, 8192, false),
+        (0.5, 16, 65536, false),
+        (6.0, 8, 4096, true),
+    ] {
+        let mut cfg = SimConfig::reference(rate, b, kv);
+        cfg.horizon_s = 200.0;
+        cfg.keep_records = true;
+        cfg.timeseries_points = 1000;
+        if !cut {
+            cfg.end = EndRule::Drain;
+        }
+        let label = format!("λ {rate} B {b} K {kv} cut {cut}");
+        let r = simulate(&cfg).unwrap();
+        let every = cfg.horizon_s / 1000.0;
+        let end = r.stats.end_s;
+        assert_eq!(
+            r.timeseries.len(),
+            (end / every).floor() as usize + 1,
+            "{label}"
+        );
+        let accepted: Vec<_> = r
+            .records
+            .iter()
+            .filter(|x| x.outcome != Outcome::Rejected)
+            .collect();
+        for (i, p) in r.timeseries.iter().enumerate() {
+            let at = p.t_s;
+            assert_eq!(at, i as f64 * every, "{label}: instant {i}");
+            let waiting = accepted
+                .iter()
+                .filter(|x| x.arrival_s <= at && x.admitted_s.is_none_or(|a| a > at))
+                .count();
+            let running: Vec<_> = accepted
+                .iter()
+                .filter(|x| {
+                    x.admitted_s.is_some_and(|a| a <= at) && x.finish_s.is_none_or(|f| f > at)
+                })
+                .collect();
+            assert_eq!(p.waiting as usize, waiting, "{label}: waiting at {at}");
+            assert_eq!(
+                p.running as usize,
+                running.len(),
+                "{label}: running at {at}"
+            );
+            if !cut {
+                // Completed requests generated their whole output: prompt + output is the
+                // reservation they held from arrival to finish.
+                let kv_used: u64 = accepted
+                    .iter()
+                    .filter(|x| x.arrival_s <= at && x.finish_s.is_some_and(|f| f > at))
+                    .map(|x| x.prompt_tokens as u64 + x.output_tokens as u64)
+                    .sum();
+                assert_eq!(p.kv_used_tokens, kv_used, "{label}: KV at {at}");
+            }
+        }
+    }
+}
