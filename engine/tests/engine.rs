@@ -48,6 +48,17 @@ fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimC
     }
 }
 
+/// A linear cost that charges context tokens (so the event loop keeps every field exact).
+fn context_linear_cost() -> CostModel {
+    CostModel::Linear(LinearCost {
+        beta0: 0.004,
+        beta_prefill: 5e-5,
+        beta_decode: 3e-4,
+        beta_kv: 1e-7,
+        ..LinearCost::default()
+    })
+}
+
 /// Every invariant a run must satisfy.
 fn check_conformance(cfg: &SimConfig, label: &str) {
     let rep = simulate(cfg).unwrap_or_else(|e| panic!("{label}: {e}"));
@@ -161,13 +172,7 @@ fn conformance_every_policy_and_kv_mode() {
 
 #[test]
 fn conformance_other_cost_models_and_admission() {
-    let linear = CostModel::Linear(LinearCost {
-        beta0: 0.004,
-        beta_prefill: 5e-5,
-        beta_decode: 3e-4,
-        beta_kv: 1e-7,
-        ..LinearCost::default()
-    });
+    let linear = context_linear_cost();
     let table = CostModel::Table(TableCost::a10g_qwen_1_5b());
     for (name, cost) in [("linear", linear), ("table", table)] {
         for policy in Policy::ALL {
@@ -582,13 +587,7 @@ fn vllm_v1_preempts_when_its_blocks_run_out_and_has_no_watermark() {
 #[test]
 fn a_run_stands_for_another_width_or_kv_only_when_it_is_identical() {
     use engine::sim::run_also_holds_for;
-    let context_cost = CostModel::Linear(LinearCost {
-        beta0: 0.004,
-        beta_prefill: 5e-5,
-        beta_decode: 3e-4,
-        beta_kv: 1e-7,
-        ..LinearCost::default()
-    });
+    let context_cost = context_linear_cost();
     let widths = [1, 2, 3, 4, 8, 16];
     let kvs = [1000, 2048, 4096, 8192, 65536];
     let mut held_elsewhere = Vec::new();
