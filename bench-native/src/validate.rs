@@ -35,7 +35,8 @@
 //! Not modelled: a prompt sharing more than its BOS; vLLM's prefix caching.
 //!
 //! `--replay DIR` skips steps 1 and 4: it re-fits DIR's two microbenchmarks and
-//! re-simulates DIR's traces against DIR's measurements with this build's models.
+//! re-simulates DIR's traces against DIR's measurements with this build's models, for the
+//! server and workload DIR was recorded with (`run_args.json`, written by every run).
 //!
 //! Arrival rates default to fractions of the saturation throughput that the fitted model
 //! itself predicts (`--load`), so "light to past saturation" holds on a slow or loaded
@@ -188,6 +189,9 @@ pub struct ValidateArgs {
     /// Re-predict a finished `validate` directory instead of measuring: its pooled
     /// microbenchmarks are re-fitted and its traces re-simulated with this build's models,
     /// against its measurements (no server needed). Reads DIR, writes --out (may be DIR).
+    /// The server and workload (--scale, --max-len, --seed, --budget, --slots,
+    /// --kv-tokens) are the recorded run's, from DIR's `run_args.json` or its report's
+    /// command; the model options (--cost…) are this command's.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
 }
@@ -405,6 +409,130 @@ fn simulate(
     Ok(rep.summary)
 }
 
+/// What a replay reads of the run it replays.
+pub const RECORDED_ARGS: &str = "run_args.json";
+
+/// The arguments that describe a run's server and workload. A replay takes them from the
+/// recording ([`RECORDED_ARGS`], or the command at the top of an older run's
+/// `validate.md`), so it simulates the server and draws the saturation estimate the run
+/// had, whatever its own command line says.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedArgs {
+    pub scale: f64,
+    pub max_len: u32,
+    pub seed: u64,
+    pub budget: u32,
+    pub slots: Option<u32>,
+    pub kv_tokens: Option<u64>,
+}
+
+impl RecordedArgs {
+    pub fn of(a: &ValidateArgs) -> RecordedArgs {
+        RecordedArgs {
+            scale: a.scale,
+            max_len: a.max_len,
+            seed: a.seed,
+            budget: a.budget,
+            slots: a.slots,
+            kv_tokens: a.kv_tokens,
+        }
+    }
+
+    /// `a` with these in place of its own.
+    pub fn apply(self, a: &ValidateArgs) -> ValidateArgs {
+        ValidateArgs {
+            scale: self.scale,
+            max_len: self.max_len,
+            seed: self.seed,
+            budget: self.budget,
+            slots: self.slots,
+            kv_tokens: self.kv_tokens,
+            ..a.clone()
+        }
+    }
+
+    /// As command-line flags.
+    pub fn flags(&self) -> String {
+        let mut s = format!(
+            "--scale {} --max-len {} --seed {} --budget {}",
+            self.scale, self.max_len, self.seed, self.budget
+        );
+        if let Some(n) = self.slots {
+            let _ = write!(s, " --slots {n}");
+        }
+        if let Some(k) = self.kv_tokens {
+            let _ = write!(s, " --kv-tokens {k}");
+        }
+        s
+    }
+
+    fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let p = dir.join(RECORDED_ARGS);
+        std::fs::write(&p, serde_json::to_string_pretty(self)?)
+            .with_context(|| format!("writing {}", p.display()))
+    }
+
+    /// From `dir`'s [`RECORDED_ARGS`], else from the `validate` command its `validate.md`
+    /// starts with; `None` if it has neither.
+    pub fn read(dir: &Path) -> anyhow::Result<Option<RecordedArgs>> {
+        let p = dir.join(RECORDED_ARGS);
+        if p.exists() {
+            let text =
+                std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+            let r = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a {RECORDED_ARGS}", p.display()))?;
+            return Ok(Some(r));
+        }
+        Ok(std::fs::read_to_string(dir.join("validate.md"))
+            .ok()
+            .and_then(|md| RecordedArgs::from_report(&md)))
+    }
+
+    /// From the first `bench-native validate` command (not a replay) in a report's
+    /// text blocks.
+    pub fn from_report(md: &str) -> Option<RecordedArgs> {
+        md.split("```text\n").skip(1).find_map(|block| {
+            let line = block.lines().next()?;
+            let words = split_command(line);
+            if words.get(1).map(String::as_str) != Some("validate") {
+                return None;
+            }
+            match <crate::cli::Cli as clap::Parser>::try_parse_from(words)
+                .ok()?
+                .command
+            {
+                crate::cli::Command::Validate(a) if a.replay.is_none() => {
+                    Some(RecordedArgs::of(&a))
+                }
+                _ => None,
+            }
+        })
+    }
+}
+
+/// Splits a command line as written by `compare::command_line` (words with spaces are in
+/// single quotes).
+fn split_command(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in line.trim().chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
 fn server_model(args: &ValidateArgs, meta: &Value) -> anyhow::Result<ServerModel> {
     let kv = &meta["kv"];
     let slots = args
@@ -465,10 +593,27 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         .with_context(|| format!("creating {}", out.display()))?;
     if let Some(dir) = &args.replay {
         let rec = read_recorded(dir)?;
+        // The server and workload the run was recorded with, not this command's.
+        let recorded = match RecordedArgs::read(dir)? {
+            Some(r) => {
+                eprintln!("replaying {}: recorded with {}", dir.display(), r.flags());
+                r.write(&out)?;
+                r
+            }
+            None => {
+                let own = RecordedArgs::of(args);
+                eprintln!(
+                    "warning: {} records neither {RECORDED_ARGS} nor its command; assuming {}",
+                    dir.display(),
+                    own.flags()
+                );
+                own
+            }
+        };
         // the report's workload line: the recorded traces' length
         let args = &ValidateArgs {
             requests: rec.measured[0].1.len(),
-            ..args.clone()
+            ..recorded.apply(args)
         };
         let model = server_model(args, &rec.meta)?;
         let cap = length_cap(args, &model);
@@ -486,6 +631,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
             rec.measured,
         );
     }
+    RecordedArgs::of(args).write(&out)?;
     let rt = crate::run::runtime()?;
     let endpoint = args.server.endpoint();
     let meta = rt.block_on(async {
@@ -1089,6 +1235,41 @@ pub fn execute(args: ValidateArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_gives_back_the_server_and_workload_of_its_command() {
+        let md = "# Simulator vs real server\n\n```text\nbench-native validate --url http://127.0.0.1:18011 \
+                  --min-tokens --slots 4 --budget 256 --scale 0.5 --seed 7 --out 'my runs/a'\n```\n\nServer: …";
+        let r = RecordedArgs::from_report(md).expect("a validate command");
+        assert_eq!(
+            r,
+            RecordedArgs {
+                scale: 0.5,
+                max_len: 512,
+                seed: 7,
+                budget: 256,
+                slots: Some(4),
+                kv_tokens: None,
+            }
+        );
+        assert_eq!(
+            r.flags(),
+            "--scale 0.5 --max-len 512 --seed 7 --budget 256 --slots 4"
+        );
+        // a replay's report names the replay, not the run: nothing to take from it
+        let replay = "```text\nbench-native validate --replay results/x --out /tmp/y\n```";
+        assert_eq!(RecordedArgs::from_report(replay), None);
+        // notes without a command, or another subcommand
+        assert_eq!(RecordedArgs::from_report("Server started by hand"), None);
+        assert_eq!(
+            RecordedArgs::from_report("```text\nbench-native sweep\n```"),
+            None
+        );
+        assert_eq!(
+            split_command("bench-native run --out 'a b' --rate 1"),
+            ["bench-native", "run", "--out", "a b", "--rate", "1"]
+        );
+    }
 
     #[test]
     fn rounding_and_names() {

@@ -300,3 +300,47 @@ fn replay_of_a_committed_run() {
     assert!(format!("{e:#}").contains("sim"), "{e:#}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A replay simulates the server the run was recorded with: the committed vLLM run was
+/// measured with `--slots 4 --budget 512` (vLLM does not report its max_num_seqs), so its
+/// replay needs no flags, and flags that contradict the recording do not change it.
+#[test]
+fn a_replay_takes_the_server_and_workload_from_the_recording() {
+    let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/validate_vllm/session8");
+    let base = std::env::temp_dir().join(format!("kvqueue-replay-args-{}", std::process::id()));
+    let replay = |extra: &[&str], out: &Path| {
+        let mut argv = vec![
+            "bench-native",
+            "validate",
+            "--replay",
+            rec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        let Sub::Validate(args) = Cli::try_parse_from(&argv).unwrap().command else {
+            panic!("not the validate subcommand")
+        };
+        validate::validate(&args, &argv.join(" ")).unwrap()
+    };
+    let plain = replay(&[], &base.join("plain"));
+    let other = replay(
+        &["--slots", "1", "--budget", "64", "--scale", "2"],
+        &base.join("other"),
+    );
+    assert_eq!(plain.median_abs_rel_error, other.median_abs_rel_error);
+    let cells = |r: &validate::ValidateReport| -> Vec<f64> {
+        r.rates
+            .iter()
+            .map(|x| x.predicted.ttft.mean.unwrap())
+            .collect()
+    };
+    assert_eq!(cells(&plain), cells(&other));
+    // the replay's own directory says what it replayed, so a replay of it does too
+    let args = std::fs::read_to_string(base.join("other").join(validate::RECORDED_ARGS)).unwrap();
+    assert!(
+        args.contains("\"slots\": 4") && args.contains("\"budget\": 512"),
+        "{args}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
