@@ -19,8 +19,8 @@ use std::time::Instant;
 K 2048,4096,8192,16384 × seeds 0-4 × 1000 s = 800 runs), written to results/.\n\n\
 Examples:\n  \
     bench-native sweep\n  \
-    bench-native sweep --threads 1                      # the single-core timing
-  bench-native sweep --threads 1 --no-reuse           # the same, simulating every run\n  \
+    bench-native sweep --threads 1                      # the single-core timing\n  \
+    bench-native sweep --threads 1 --no-reuse           # the same, simulating every run\n  \
     bench-native sweep --rates 1,2,4 --batches 8 --kv 4096,8192 --seeds 0-9 --out results/small\n  \
     bench-native sweep --shard 0/4 --out results/shard0 # one job of a 4-way job array; then `merge`\n  \
     bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600"
