@@ -71,6 +71,29 @@ fn start(slots: u32, ctx: u32, batch: u32, log: &Path) -> Server {
     panic!("llama-server did not become healthy in 60 s");
 }
 
+/// `validate` run as the command line `argv` would run it, with the arguments it parsed.
+fn validate_argv(argv: &[&str]) -> (ValidateArgs, validate::ValidateReport) {
+    let Sub::Validate(args) = Cli::try_parse_from(argv).unwrap().command else {
+        panic!("not the validate subcommand")
+    };
+    let rep = validate::validate(&args, &argv.join(" ")).unwrap();
+    (args, rep)
+}
+
+/// `validate --replay rec --out out` plus `extra` flags.
+fn replay(rec: &Path, out: &Path, extra: &[&str]) -> (ValidateArgs, validate::ValidateReport) {
+    let mut argv = vec![
+        "bench-native",
+        "validate",
+        "--replay",
+        rec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(extra);
+    validate_argv(&argv)
+}
+
 #[test]
 fn validate_two_rates_against_llama_server() {
     let dir = std::env::temp_dir().join(format!("kvqueue-validate-{}", std::process::id()));
@@ -105,11 +128,8 @@ fn validate_two_rates_against_llama_server() {
         "--out",
         out.to_str().unwrap(),
     ];
-    let Sub::Validate(args) = Cli::try_parse_from(argv).unwrap().command else {
-        panic!("not the validate subcommand")
-    };
     let t = Instant::now();
-    let rep = validate::validate(&args, &argv.join(" ")).unwrap();
+    let (_, rep) = validate_argv(&argv);
     eprintln!(
         "validate took {:.1} s; median |rel err| {:.1} %",
         t.elapsed().as_secs_f64(),
@@ -215,25 +235,9 @@ fn validate_two_rates_against_llama_server() {
         );
     }
     // the recorded run, re-predicted without the server, gives the same numbers
-    let replayed = dir.join("replay");
-    let argv2 = [
-        "bench-native",
-        "validate",
-        "--budget",
-        "256",
-        "--max-len",
-        "160",
-        "--scale",
-        "0.1",
-        "--replay",
-        out.to_str().unwrap(),
-        "--out",
-        replayed.to_str().unwrap(),
-    ];
-    let Sub::Validate(args2) = Cli::try_parse_from(argv2).unwrap().command else {
-        panic!("not the validate subcommand")
-    };
-    let again = validate::validate(&args2, &argv2.join(" ")).unwrap();
+    // (its server and workload, --budget 256 --max-len 160 --scale 0.1, from the
+    // recording's run_args.json)
+    let (_, again) = replay(&out, &dir.join("replay"), &[]);
     assert_eq!(again.rates.len(), rep.rates.len());
     // equal up to the last bits that a float loses in a JSON round trip
     let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(1e-12);
@@ -264,18 +268,7 @@ fn replay_of_a_committed_run() {
     let rec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../results/validate_llama/session7_a");
     let out = std::env::temp_dir().join(format!("kvqueue-replay-{}", std::process::id()));
-    let argv = [
-        "bench-native",
-        "validate",
-        "--replay",
-        rec.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let Sub::Validate(args) = Cli::try_parse_from(argv).unwrap().command else {
-        panic!("not the validate subcommand")
-    };
-    let rep = validate::validate(&args, &argv.join(" ")).unwrap();
+    let (args, rep) = replay(&rec, &out, &[]);
     let rates: Vec<f64> = rep.rates.iter().map(|r| r.rate).collect();
     assert_eq!(rates, [0.71, 1.4, 2.3, 3.4]);
     for r in &rep.rates {
@@ -308,25 +301,11 @@ fn replay_of_a_committed_run() {
 fn a_replay_takes_the_server_and_workload_from_the_recording() {
     let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results/validate_vllm/session8");
     let base = std::env::temp_dir().join(format!("kvqueue-replay-args-{}", std::process::id()));
-    let replay = |extra: &[&str], out: &Path| {
-        let mut argv = vec![
-            "bench-native",
-            "validate",
-            "--replay",
-            rec.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        argv.extend_from_slice(extra);
-        let Sub::Validate(args) = Cli::try_parse_from(&argv).unwrap().command else {
-            panic!("not the validate subcommand")
-        };
-        validate::validate(&args, &argv.join(" ")).unwrap()
-    };
-    let plain = replay(&[], &base.join("plain"));
-    let other = replay(
-        &["--slots", "1", "--budget", "64", "--scale", "2"],
+    let (_, plain) = replay(&rec, &base.join("plain"), &[]);
+    let (_, other) = replay(
+        &rec,
         &base.join("other"),
+        &["--slots", "1", "--budget", "64", "--scale", "2"],
     );
     assert_eq!(plain.median_abs_rel_error, other.median_abs_rel_error);
     let cells = |r: &validate::ValidateReport| -> Vec<f64> {
