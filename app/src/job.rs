@@ -11,10 +11,10 @@ use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
-use engine::config::ServerConfig;
 use engine::metrics::Summary;
 use engine::record::Outcome;
-use engine::sim::{run_also_holds_for, simulate, simulate_requests, RunStats};
+use engine::sim::{simulate, simulate_requests};
+use engine::sweep::StandIns;
 use engine::workload::{Request, Workload};
 use engine::SimConfig;
 use serde::{Deserialize, Serialize};
@@ -231,12 +231,12 @@ impl Progress<'_> {
 /// workload (the grid's B × K at one rate) reuse them instead of regenerating (common
 /// random numbers, as the native sweep does; results are identical). With them, each
 /// seed's simulated runs, so a point that one of them provably stands for
-/// ([`run_also_holds_for`]: B or K never binding, reserve mode) reuses its summary.
+/// ([`StandIns`]: B or K never binding, reserve mode) reuses its summary.
 #[derive(Default)]
 struct Streams {
     key: Option<(Workload, f64)>,
     by_seed: Vec<Vec<Request>>,
-    runs: Vec<Vec<(ServerConfig, RunStats, Summary)>>,
+    runs: Vec<StandIns<Summary>>,
 }
 
 impl Streams {
@@ -258,28 +258,21 @@ impl Streams {
                 .generate(s, cfg.horizon_s)
                 .map_err(|e| e.to_string())?;
             self.by_seed.push(reqs);
-            self.runs.push(Vec::new());
+            self.runs.push(StandIns::default());
         }
         Ok(&self.by_seed[i])
     }
 
-    /// `cfg` run on its seed's requests, or the summary of a run that stands for it.
-    /// Every field but B and K must match; within a job only they and the rate vary.
+    /// `cfg` run on its seed's requests, or the summary of a run that stands for it
+    /// (within a job only B, K and the rate vary, and the rate is in the workload).
     fn simulate(&mut self, cfg: &SimConfig, seed: u64) -> Result<Summary, String> {
         self.get(cfg, seed)?;
         let i = seed as usize;
-        let (b, k) = (cfg.server.max_batch, cfg.server.kv_tokens);
-        let found = self.runs[i].iter().find(|(server, stats, _)| {
-            let mut s = cfg.server.clone();
-            s.max_batch = server.max_batch;
-            s.kv_tokens = server.kv_tokens;
-            s == *server && run_also_holds_for(server, stats, b, k)
-        });
-        if let Some((_, _, summary)) = found {
+        if let Some(summary) = self.runs[i].find(&cfg.server) {
             return Ok(summary.clone());
         }
         let rep = simulate_requests(cfg, self.by_seed[i].iter().copied());
-        self.runs[i].push((cfg.server.clone(), rep.stats, rep.summary.clone()));
+        self.runs[i].push(cfg.server.clone(), rep.stats, rep.summary.clone());
         Ok(rep.summary)
     }
 }

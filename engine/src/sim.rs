@@ -127,9 +127,10 @@ pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests:
     simulate_with_hint(cfg, requests, hint)
 }
 
-/// Whether the run of a configuration with server `ran` (its bookkeeping `stats`) is,
-/// exactly, also the run of the same configuration with batch width `max_batch` and KV capacity `kv_tokens` instead — every
-/// decision, time and record the same — so a sweep can reuse it rather than simulate again.
+/// Whether the run of a configuration with server `s` (its bookkeeping `stats`) is,
+/// exactly, also the run of the same configuration with batch width `max_batch` and KV
+/// capacity `kv_tokens` instead — every decision, time and record the same — so a sweep
+/// can reuse it rather than simulate again ([`crate::sweep::StandIns`]).
 ///
 /// Reserve mode only, under the policies whose only use of B is to cap the running set
 /// (serial, static, continuous, chunked, SJF); elsewhere only the same (B, K) qualifies.
@@ -141,12 +142,11 @@ pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests:
 ///   every arrival that reached the test needed at most K′ blocks in use, each is
 ///   admitted under K′ exactly as it was, and nothing else changes.
 pub fn run_also_holds_for(
-    ran: &ServerConfig,
+    s: &ServerConfig,
     stats: &RunStats,
     max_batch: u32,
     kv_tokens: u64,
 ) -> bool {
-    let s = ran;
     let bs = u64::from(s.block_size.max(1));
     let (have, want) = (s.kv_tokens / bs, kv_tokens / bs);
     let caps_only = s.kv_mode == KvMode::Reserve

@@ -186,6 +186,48 @@ impl PointAggregate {
     }
 }
 
+/// Simulated runs of one request stream, each kept with its bookkeeping, so a
+/// configuration that one of them provably stands for ([`run_also_holds_for`]: the same
+/// server but for a B or K that never bound) can take its result instead of simulating.
+#[derive(Debug)]
+pub struct StandIns<T> {
+    runs: Vec<(ServerConfig, RunStats, T)>,
+}
+
+impl<T> Default for StandIns<T> {
+    fn default() -> Self {
+        StandIns { runs: Vec::new() }
+    }
+}
+
+impl<T> StandIns<T> {
+    /// Keeps a run of `server` on this stream, with what it should give back.
+    pub fn push(&mut self, server: ServerConfig, stats: RunStats, result: T) {
+        self.runs.push((server, stats, result));
+    }
+
+    /// The result of a kept run that is also the run of `server` on this stream.
+    pub fn find(&self, server: &ServerConfig) -> Option<&T> {
+        let (b, k) = (server.max_batch, server.kv_tokens);
+        self.runs
+            .iter()
+            .find(|(ran, stats, _)| {
+                // Nothing but B and K may differ.
+                let same_rest = ServerConfig {
+                    max_batch: ran.max_batch,
+                    kv_tokens: ran.kv_tokens,
+                    ..server.clone()
+                } == *ran;
+                same_rest && run_also_holds_for(ran, stats, b, k)
+            })
+            .map(|(_, _, r)| r)
+    }
+
+    pub fn clear(&mut self) {
+        self.runs.clear();
+    }
+}
+
 /// Runs every seed of the grid points `which` (indices into [`SweepSpec::points`]) for one
 /// rate, reusing each seed's requests across (B, K). `on_run` is called after each run
 /// and returns `false` to cancel.
@@ -208,24 +250,23 @@ fn run_rate(
         })
         .collect();
     let wl = spec.base.workload.with_rate(rate);
-    // This seed's simulated runs: (server, bookkeeping, index into `out`).
-    let mut ran: Vec<(ServerConfig, RunStats, usize)> = Vec::new();
+    // This seed's simulated runs, by index into `out`.
+    let mut ran: StandIns<usize> = StandIns::default();
     for &seed in &spec.seeds {
         let reqs = wl.generate(seed, spec.base.horizon_s).ok()?;
         ran.clear();
         for j in 0..out.len() {
-            let (b, k) = (out[j].max_batch, out[j].kv_tokens);
-            let same = spec.reuse.then(|| {
-                ran.iter()
-                    .find(|(server, stats, _)| run_also_holds_for(server, stats, b, k))
-                    .map(|&(_, _, i)| i)
-            });
-            let summary = match same.flatten() {
+            let cfg = spec.config(rate, out[j].max_batch, out[j].kv_tokens, seed);
+            let same = if spec.reuse {
+                ran.find(&cfg.server).copied()
+            } else {
+                None
+            };
+            let summary = match same {
                 Some(i) => out[i].summaries.last().expect("ran this seed").clone(),
                 None => {
-                    let cfg = spec.config(rate, b, k, seed);
                     let rep = simulate_requests(&cfg, reqs.iter().copied());
-                    ran.push((cfg.server, rep.stats, j));
+                    ran.push(cfg.server, rep.stats, j);
                     out[j].simulated_seeds += 1;
                     rep.summary
                 }
