@@ -96,12 +96,17 @@ impl LinearCost {
     /// assert_eq!(c.attn_pairs(448, 64), 0); // tiled kernel: no per-pair charge
     /// ```
     pub fn attn_pairs(&self, prefix: u64, chunk: u32) -> u64 {
-        if self.beta_attn == 0.0 || (self.attn_tile > 0 && chunk >= self.attn_tile) {
-            return 0;
-        }
-        let c = chunk as u64;
-        c * prefix + c * (c + 1) / 2
+        attn_pairs(self.beta_attn, self.attn_tile, prefix, chunk)
     }
+}
+
+/// [`LinearCost::attn_pairs`] for any cost with a `βattn` and an `attn_tile`.
+pub(crate) fn attn_pairs(beta_attn: f64, attn_tile: u32, prefix: u64, chunk: u32) -> u64 {
+    if beta_attn == 0.0 || (attn_tile > 0 && chunk >= attn_tile) {
+        return 0;
+    }
+    let c = chunk as u64;
+    c * prefix + c * (c + 1) / 2
 }
 
 /// The coefficients in ms, one line (as `bench-native fit` and the profiler study print

@@ -36,7 +36,7 @@
 //! each a full forward pass. Decodes in slots {0, 1, 3} cost `g(2) + g(1)`, ≈ 60 % more
 //! than in {0, 1, 2}; a prompt is its own micro-batch beside the decodes.
 
-use super::{interpolate, BatchShape, LinearCost};
+use super::{interpolate, BatchShape};
 use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
 
@@ -62,12 +62,12 @@ pub struct UbatchCost {
     /// of the first window is in the table. 0 = `beta_kv` per context token [cells].
     #[serde(default)]
     pub kv_window: u32,
-    /// Per query–key pair of a charged prompt chunk (as [`LinearCost::beta_attn`])
+    /// Per query–key pair of a charged prompt chunk (as [`LinearCost::beta_attn`](super::LinearCost::beta_attn))
     /// [s/pair].
     #[serde(default)]
     pub beta_attn: f64,
     /// Prompt chunks of at least this many tokens are not charged per pair (as
-    /// [`LinearCost::attn_tile`]) [tokens].
+    /// [`LinearCost::attn_tile`](super::LinearCost::attn_tile)) [tokens].
     #[serde(default)]
     pub attn_tile: u32,
     /// Per prompt token of an iteration that also decodes [s/token].
@@ -127,14 +127,9 @@ impl UbatchCost {
         }
     }
 
-    /// Query–key pairs charged for a prompt chunk (as [`LinearCost::attn_pairs`]) [pairs].
+    /// Query–key pairs charged for a prompt chunk (as [`LinearCost::attn_pairs`](super::LinearCost::attn_pairs)) [pairs].
     pub fn attn_pairs(&self, prefix: u64, chunk: u32) -> u64 {
-        LinearCost {
-            beta_attn: self.beta_attn,
-            attn_tile: self.attn_tile,
-            ..LinearCost::default()
-        }
-        .attn_pairs(prefix, chunk)
+        super::linear::attn_pairs(self.beta_attn, self.attn_tile, prefix, chunk)
     }
 
     /// What `beta_kv` multiplies for `context` tokens over `seqs` sequences: the tokens,
