@@ -575,6 +575,13 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
+    /// [`Sim::sample_before`] including an instant at `t` itself: the end of the run.
+    fn sample_through(&mut self, t: f64) {
+        while self.ts_next <= t {
+            self.sample_at(self.ts_next);
+        }
+    }
+
     /// Admission at the entry instant (arrival + [`Sim::overhead`]).
     fn arrive(&mut self, r: Request) {
         self.stats.arrivals += 1;
@@ -1032,9 +1039,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 self.clock.sync(s);
             }
             // The state at the horizon, still holding the unfinished requests.
-            while self.ts_next <= h {
-                self.sample_at(self.ts_next);
-            }
+            self.sample_through(h);
             let mut left: Vec<Seq> = std::mem::take(&mut self.running);
             left.extend(self.sched.drain());
             left.sort_by_key(|s| s.req.id);
@@ -1049,9 +1054,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         } else {
             self.t.max(self.last_event)
         };
-        while self.ts_next <= end {
-            self.sample_at(self.ts_next);
-        }
+        self.sample_through(end);
         if self.cfg.keep_records {
             self.records.sort_by_key(|r| r.id);
         }
