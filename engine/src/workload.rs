@@ -232,7 +232,7 @@ mod tests {
         assert!((n / 20_000.0 - 5.0).abs() < 0.05, "rate {}", n / 20_000.0);
         let mean_p = reqs.iter().map(|r| r.prompt as f64).sum::<f64>() / n;
         let mean_o = reqs.iter().map(|r| r.output as f64).sum::<f64>() / n;
-        // SPEC: means 297.8 and 163.5 (before flooring: floor lowers each by ~0.5).
+        // The shipped pairs' means: 297.8 and 163.5 (before flooring: floor lowers each by ~0.5).
         assert!((mean_p - 297.3).abs() < 3.0, "{mean_p}");
         assert!((mean_o - 163.0).abs() < 2.5, "{mean_o}");
     }

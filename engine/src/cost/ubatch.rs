@@ -28,7 +28,7 @@
 //! Decode micro-batches have their own table when measured (`decode`): a micro-batch of
 //! k decodes computes and samples k output rows, a k-token prompt one, and on the CPU
 //! llama-server 4 decodes in one micro-batch take ≈ 13–15 ms against ≈ 10–11 ms for a
-//! 4-token prompt (session 7's microbenchmarks; one shared table priced 4-stream decode
+//! 4-token prompt (llama-server microbenchmarks; one shared table priced 4-stream decode
 //! steps ≈ 8 % low, which near saturation became −30…−65 % on TTFT).
 //!
 //! Why micro-batches: with per-slot KV (llama.cpp's default without `-kvu`) the batch is
