@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Real continuous-batching LLM server on CPU for CI: upstream llama.cpp `llama-server`
-# built from the llama.cpp source that the PyPI sdist of llama-cpp-python vendors,
-# serving a small random-weight llama GGUF generated locally with gguf-py.
+# A real continuous-batching LLM server on the CPU for the live tests: upstream llama.cpp
+# `llama-server`, built from the llama.cpp source that the PyPI sdist of llama-cpp-python
+# vendors, serving a small random-weight llama GGUF generated locally with gguf-py.
 #
 #   scripts/llama-server.sh install   # idempotent: venv + tools, build llama-server once, make the model
 #   scripts/llama-server.sh paths     # print LLAMA_SERVER_BIN=... and LLAMA_SERVER_MODEL=... (no side effects)
@@ -9,7 +9,7 @@
 #   scripts/llama-server.sh stop      # kill the server started by `start` (by its PID file)
 #
 # Everything lives under $KVQUEUE_ROOT (default ~/.cache/kvqueue); a second `install` is ~2 s.
-# Tests (bench-native/tests/real_server.rs) call `paths` to find the binary and the model.
+# The live tests call `paths` to find the binary and the model.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

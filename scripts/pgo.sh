@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds bench-native with profile-guided optimisation (PGO) into target/pgo/bench-native.
 #
-#   scripts/pgo.sh                       # ≈ 6–7 min on 2 cores: instrumented build, training, optimised build
+#   scripts/pgo.sh                       # ≈ 6–9 min on 2 cores: instrumented build, training, optimised build
 #   target/pgo/bench-native sweep --threads 1 --out /tmp/sweep
 #
 # Three steps, the way rustc's own release builds use PGO:
