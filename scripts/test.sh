@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # kvqueue's test command: installs what it needs (idempotent), then runs, in order,
-#   1. format check  2. clippy (native; wasm32 for engine and app)  3. native tests
-#   4. wasm tests (engine in Node, app in headless Chromium)  5. release build of the page
-#   6. end-to-end test of the built page in headless Chromium (playwright-core)
-# and ends with every runner's summary. Exit status: non-zero if any step failed.
+#   1. format check  2. clippy (native; wasm32 for engine and app)
+#   3. the hermetic tier: `cargo test --workspace`, run with PATH and KVQUEUE_ROOT pointing
+#      at an empty folder (nothing but the Rust toolchain), so no test can lean on a server
+#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server
+#      and a real vLLM (a missing server fails them), and the property tests at more cases
+#   5. wasm tests (engine in Node, app in headless Chromium)  6. release build of the page
+#   7. end-to-end test of the built page in headless Chromium (playwright-core)
+# and ends with every runner's summary and the total time. Exit status: non-zero if any
+# step failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -38,12 +43,20 @@ cargo fetch --locked >/dev/null 2>&1 || cargo fetch
 step fmt cargo fmt --all -- --check
 step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
-step native-tests cargo test --workspace --profile ci --locked
+# The hermetic tier: built with the full PATH (the linker), run with only the toolchain.
+EMPTY="$ROOT/target/empty-root"
+mkdir -p "$EMPTY"
+cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
+step hermetic-tests env PATH="$EMPTY:$HOME/.cargo/bin" KVQUEUE_ROOT="$EMPTY" \
+  cargo test --workspace --profile ci --locked
+# The live tier: every `live:` test (one at a time; see bench-native/tests/bench_native/).
+step live-tests cargo test -p bench-native --profile ci --locked --test bench_native -- \
+  --ignored --test-threads 1 real_server:: server_sweep:: vllm_server:: validate:: soak::
 step wasm-engine-node cargo test -p engine --target wasm32-unknown-unknown --locked
 step wasm-app-chromium cargo test -p app --target wasm32-unknown-unknown --locked
 step page-build trunk build --release
 step e2e-chromium node e2e/app.test.mjs dist
 
-printf '\n\033[1m==> summary (%s s)\033[0m\n' "$(( $(date +%s) - START ))"
+printf '\n\033[1m==> summary (total %s s)\033[0m\n' "$(( $(date +%s) - START ))"
 printf '%s\n' "${SUMMARY[@]}"
 exit $FAILED
