@@ -42,6 +42,10 @@ pub enum ClientError {
     /// Nothing answers at the URL.
     #[error("cannot reach the server at {url}: {why} — is it running, and is --url right?")]
     Unreachable { url: String, why: String },
+    /// Something answers at the URL, but not as an OpenAI-compatible server would: check
+    /// that `--url` is the server's base URL (not another service on that port).
+    #[error("the server at {url} answered GET /v1/models {answer}, which is not how an OpenAI-compatible server answers (a JSON object with a `data` list of models) — is --url the base URL of llama-server or vLLM?")]
+    NotOpenAi { url: String, answer: String },
     /// The requested model is not in `/v1/models`.
     #[error("the server does not serve model '{model}'; it serves: {available:?} (pass one with --model)")]
     UnknownModel {
@@ -139,6 +143,15 @@ pub struct StreamResult {
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
     pub timings: Option<ServerTimings>,
+    /// Why the last `usage` seen is not a valid count (then [`StreamResult::usage`] is
+    /// `None`).
+    pub usage_problem: Option<String>,
+    /// `data:` events that were JSON [count].
+    pub events: u32,
+    /// `data:` events that were not JSON (`[DONE]` aside) [count].
+    pub bad_events: u32,
+    /// The first event that was not JSON, shortened.
+    pub first_bad_event: Option<String>,
     /// `None` = completed normally.
     pub error: Option<String>,
 }
@@ -147,12 +160,25 @@ pub struct StreamResult {
 /// JSON body), so that sending it is only the hand-over to the HTTP client. A request
 /// that could not be built carries the reason, reported as the request's error.
 #[derive(Debug)]
-pub struct PreparedRequest(Result<reqwest::Request, String>);
+pub struct PreparedRequest {
+    req: Result<reqwest::Request, String>,
+    /// The body's `max_tokens`, what `usage.completion_tokens` may not exceed.
+    max_tokens: Option<u32>,
+}
+
+/// The longest `data:` line accepted without a newline [bytes]: a server's event is a
+/// few hundred bytes; a "line" this long means the stream is not SSE.
+pub const MAX_EVENT_BYTES: usize = 8 << 20;
 
 fn short(s: &str) -> String {
+    short_to(s, 300)
+}
+
+/// `s` trimmed, cut to at most `max` bytes (at a character boundary) with an ellipsis.
+fn short_to(s: &str, max: usize) -> String {
     let s = s.trim();
-    if s.len() > 300 {
-        let mut end = 300;
+    if s.len() > max {
+        let mut end = max;
         while !s.is_char_boundary(end) {
             end -= 1;
         }
@@ -160,6 +186,17 @@ fn short(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// The first bytes of a body, quoted and escaped, for an error message.
+fn first_bytes(bytes: &[u8]) -> String {
+    const SHOWN: usize = 80;
+    if bytes.is_empty() {
+        return "an empty body".into();
+    }
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN)]);
+    let more = if bytes.len() > SHOWN { "…" } else { "" };
+    format!("a {}-byte body starting {:?}{more}", bytes.len(), head)
 }
 
 /// The readable part of an error body (`{"error":{"message":…}}` in both servers).
@@ -228,7 +265,8 @@ impl Endpoint {
     /// Connects, lists models, resolves the model name, identifies the server.
     ///
     /// # Errors
-    /// [`ClientError::Unreachable`], [`ClientError::UnknownModel`], [`ClientError::NoModels`].
+    /// [`ClientError::Unreachable`], [`ClientError::NotOpenAi`], [`ClientError::Http`],
+    /// [`ClientError::UnknownModel`], [`ClientError::NoModels`].
     pub async fn connect(cfg: &EndpointConfig) -> Result<Endpoint, ClientError> {
         let base = cfg
             .url
@@ -249,18 +287,7 @@ impl Endpoint {
             control_timeout: cfg.control_timeout,
             http,
         };
-        let models = match ep.get_json("/v1/models").await {
-            Ok(v) => v,
-            Err(ClientError::Other(why)) => {
-                return Err(ClientError::Unreachable { url: base, why })
-            }
-            Err(e) => return Err(e),
-        };
-        let data = models
-            .get("data")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let data = ep.list_models().await?;
         let ids: Vec<String> = data
             .iter()
             .filter_map(|m| m.get("id")?.as_str().map(str::to_string))
@@ -294,6 +321,54 @@ impl Endpoint {
             ep.context_tokens = max_model_len;
         }
         Ok(ep)
+    }
+
+    /// `GET /v1/models`: the `data` list, or why the answer is not an OpenAI model list.
+    async fn list_models(&self) -> Result<Vec<Value>, ClientError> {
+        let not_openai = |answer: String| ClientError::NotOpenAi {
+            url: self.base.clone(),
+            answer,
+        };
+        let resp = match self
+            .auth(self.http.get(format!("{}/v1/models", self.base)))
+            .timeout(self.control_timeout)
+            .send()
+            .await
+        {
+            Ok(r) => r,
+            // nothing answered (refused, no route, or silence until the timeout)
+            Err(e) if e.is_connect() || e.is_timeout() => {
+                return Err(ClientError::Unreachable {
+                    url: self.base.clone(),
+                    why: describe(&e),
+                })
+            }
+            // something answered, but not in HTTP
+            Err(e) => {
+                return Err(not_openai(format!(
+                    "with something that is not HTTP ({})",
+                    describe(&e)
+                )))
+            }
+        };
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| {
+            not_openai(format!(
+                "with HTTP {status} and then a broken body ({})",
+                describe(&e)
+            ))
+        })?;
+        if !(200..300).contains(&status) {
+            return Err(ClientError::Http {
+                what: "GET /v1/models".into(),
+                status,
+                body: error_message(&String::from_utf8_lossy(&bytes)),
+            });
+        }
+        let data = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("data")?.as_array().cloned());
+        data.ok_or_else(|| not_openai(format!("with HTTP {status} and {}", first_bytes(&bytes))))
     }
 
     fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -403,12 +478,17 @@ impl Endpoint {
 
     /// Builds the streamed request for `body` (see [`Endpoint::stream_prepared`]).
     pub fn prepare(&self, body: &Value) -> PreparedRequest {
-        PreparedRequest(
-            self.auth(self.http.post(format!("{}{}", self.base, self.route())))
+        PreparedRequest {
+            req: self
+                .auth(self.http.post(format!("{}{}", self.base, self.route())))
                 .json(body)
                 .build()
                 .map_err(|e| describe(&e)),
-        )
+            max_tokens: body
+                .get("max_tokens")
+                .and_then(Value::as_u64)
+                .and_then(|m| u32::try_from(m).ok()),
+        }
     }
 
     /// Sends one streamed request and timestamps every text-carrying chunk on the run
@@ -429,6 +509,7 @@ impl Endpoint {
     ) -> StreamResult {
         let mut st = StreamResult::default();
         let deadline = Instant::now() + timeout;
+        let max_tokens = req.max_tokens;
         let fut = self.stream_inner(t0, req, &mut st);
         if tokio::time::timeout_at(deadline, fut).await.is_err() {
             st.error = Some(format!(
@@ -437,12 +518,13 @@ impl Endpoint {
                 st.token_chunk_s.len()
             ));
         }
+        st.judge(max_tokens, self.context_tokens);
         st
     }
 
     async fn stream_inner(&self, t0: Instant, req: PreparedRequest, st: &mut StreamResult) {
         st.sent_s = t0.elapsed().as_secs_f64();
-        let resp = match req.0 {
+        let resp = match req.req {
             Ok(req) => self.http.execute(req).await,
             Err(why) => {
                 st.error = Some(why);
@@ -466,9 +548,7 @@ impl Endpoint {
             ));
             return;
         }
-        let chat = self.api == Api::Chat;
-        let mut parser = SseParser::new();
-        let mut done = false;
+        let mut reader = EventReader::new(self.api == Api::Chat);
         let mut bytes = resp.bytes_stream();
         while let Some(item) = bytes.next().await {
             let chunk = match item {
@@ -478,19 +558,18 @@ impl Endpoint {
                     return;
                 }
             };
-            let now = t0.elapsed().as_secs_f64();
-            parser.push(&chunk, |data| {
-                if data == "[DONE]" {
-                    done = true;
-                } else {
-                    st.apply_event(data, chat, now);
-                }
-            });
-            if done {
+            if reader.push(&chunk, t0.elapsed().as_secs_f64(), st) {
                 break;
             }
+            if reader.pending() > MAX_EVENT_BYTES {
+                st.error = Some(format!(
+                    "stream is not SSE: over {} MiB without a line end",
+                    MAX_EVENT_BYTES >> 20
+                ));
+                return;
+            }
         }
-        if !done && st.error.is_none() {
+        if !reader.done && st.error.is_none() {
             st.error = Some(format!(
                 "stream cut: ended before [DONE] after {} chunks",
                 st.token_chunk_s.len()
@@ -534,9 +613,9 @@ struct EventDelta<'a> {
 #[derive(serde::Deserialize)]
 struct EventUsage {
     #[serde(default)]
-    prompt_tokens: Option<u64>,
+    prompt_tokens: Option<Value>,
     #[serde(default)]
-    completion_tokens: Option<u64>,
+    completion_tokens: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -554,13 +633,17 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 impl StreamResult {
     /// Applies one `data:` event (not `[DONE]`) that arrived at `now` [s]: a text-carrying
     /// event is a token chunk; `usage`, `timings`, `finish_reason` and `error` are kept.
-    /// Lines that are not JSON are ignored.
-    pub fn apply_event(&mut self, data: &str, chat: bool, now: f64) {
+    /// Returns whether the line was JSON (a line that is not changes nothing here;
+    /// [`EventReader`] counts it).
+    pub fn apply_event(&mut self, data: &str, chat: bool, now: f64) -> bool {
         let Ok(ev) = serde_json::from_str::<Event>(data) else {
-            if let Ok(v) = serde_json::from_str::<Value>(data) {
-                self.apply_value(&v, chat, now);
-            }
-            return;
+            return match serde_json::from_str::<Value>(data) {
+                Ok(v) => {
+                    self.apply_value(&v, chat, now);
+                    true
+                }
+                Err(_) => false,
+            };
         };
         if let Some(e) = ev.error {
             self.error = Some(format!(
@@ -582,10 +665,7 @@ impl StreamResult {
             }
         }
         if let Some(u) = ev.usage {
-            self.usage = Some(Usage {
-                prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
-                completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
-            });
+            self.set_usage(u.prompt_tokens.as_ref(), u.completion_tokens.as_ref());
         }
         if let Some(t) = ev.timings {
             self.timings = Some(ServerTimings {
@@ -593,6 +673,90 @@ impl StreamResult {
                 predicted_ms: t.predicted_ms.unwrap_or(f64::NAN),
             });
         }
+        true
+    }
+
+    /// Keeps a `usage` event: the counts if both are token counts, else why not. The last
+    /// `usage` of a stream is the one that counts.
+    fn set_usage(&mut self, prompt: Option<&Value>, completion: Option<&Value>) {
+        let count = |name: &str, v: Option<&Value>| -> Result<u32, String> {
+            let v = v.ok_or_else(|| format!("usage has no {name}"))?;
+            match v.as_u64() {
+                Some(n) => u32::try_from(n)
+                    .map_err(|_| format!("usage.{name} = {n} is beyond any context")),
+                None => Err(format!(
+                    "usage.{name} = {} is not a count",
+                    short(&v.to_string())
+                )),
+            }
+        };
+        match (
+            count("prompt_tokens", prompt),
+            count("completion_tokens", completion),
+        ) {
+            (Ok(prompt_tokens), Ok(completion_tokens)) => {
+                self.usage = Some(Usage {
+                    prompt_tokens,
+                    completion_tokens,
+                });
+                self.usage_problem = None;
+            }
+            (p, c) => {
+                self.usage = None;
+                let why: Vec<String> = [p.err(), c.err()].into_iter().flatten().collect();
+                self.usage_problem = Some(why.join("; "));
+            }
+        }
+    }
+
+    /// Decides whether a stream that ended without a transport error really completed:
+    /// it must have parsed (every event JSON, at least one), tokens must have arrived
+    /// (text chunks, or a `usage` that says so), and `usage` must be consistent (counts,
+    /// within `max_tokens` and the server's per-sequence `context`, and at least one
+    /// token per text chunk: a chunk may carry several tokens, never none). Otherwise
+    /// [`StreamResult::error`] says why. An earlier error is kept.
+    pub fn judge(&mut self, max_tokens: Option<u32>, context: Option<u64>) {
+        if self.error.is_some() {
+            return;
+        }
+        let chunks = self.token_chunk_s.len() as u64;
+        let first_bad = self.first_bad_event.as_deref().unwrap_or("");
+        self.error = if self.events == 0 && self.bad_events > 0 {
+            Some(format!(
+                "stream had no valid JSON event ({} data lines, the first: {first_bad:?})",
+                self.bad_events
+            ))
+        } else if self.events == 0 {
+            Some("stream had no event before [DONE]".into())
+        } else if self.bad_events > 0 {
+            Some(format!(
+                "stream had {} data lines that are not JSON (the first: {first_bad:?})",
+                self.bad_events
+            ))
+        } else if let Some(why) = &self.usage_problem {
+            Some(why.clone())
+        } else if let Some(u) = self.usage {
+            let (p, c) = (u64::from(u.prompt_tokens), u64::from(u.completion_tokens));
+            if let Some(ctx) = context.filter(|&ctx| p + c > ctx) {
+                Some(format!("usage says {p} prompt + {c} output tokens, more than the server's context of {ctx}"))
+            } else if let Some(m) = max_tokens.filter(|&m| c > u64::from(m)) {
+                Some(format!(
+                    "usage.completion_tokens = {c} exceeds max_tokens = {m}"
+                ))
+            } else if c < chunks {
+                Some(format!(
+                    "usage.completion_tokens = {c} but {chunks} text chunks arrived"
+                ))
+            } else if c == 0 && max_tokens != Some(0) {
+                Some("no tokens: usage.completion_tokens = 0 and no text chunk".into())
+            } else {
+                None
+            }
+        } else if chunks == 0 && max_tokens != Some(0) {
+            Some("no tokens: no text chunk and no usage".into())
+        } else {
+            None
+        };
     }
 
     /// [`StreamResult::apply_event`] for an event already read as a generic JSON value.
@@ -617,13 +781,8 @@ impl StreamResult {
             }
         }
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-            self.usage = Some(Usage {
-                prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32,
-                completion_tokens: u
-                    .get("completion_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0) as u32,
-            });
+            let field = |k| u.get(k).filter(|x| !x.is_null());
+            self.set_usage(field("prompt_tokens"), field("completion_tokens"));
         }
         if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
             self.timings = Some(ServerTimings {
@@ -638,6 +797,88 @@ impl StreamResult {
             });
         }
     }
+}
+
+/// Reads a response body's SSE events into a [`StreamResult`]: JSON events applied, the
+/// others counted, `[DONE]` noted (what follows it is not read).
+#[derive(Debug)]
+pub struct EventReader {
+    parser: SseParser,
+    chat: bool,
+    /// `data: [DONE]` was seen.
+    pub done: bool,
+}
+
+impl EventReader {
+    /// A reader for the chat route (`delta.content`) or the completions route (`text`).
+    pub fn new(chat: bool) -> EventReader {
+        EventReader {
+            parser: SseParser::new(),
+            chat,
+            done: false,
+        }
+    }
+
+    /// Feeds bytes that arrived at `now` [s]; returns whether `[DONE]` has been seen.
+    pub fn push(&mut self, bytes: &[u8], now: f64, st: &mut StreamResult) -> bool {
+        let (chat, done) = (self.chat, &mut self.done);
+        if *done {
+            return true;
+        }
+        self.parser.push(bytes, |data| {
+            if *done {
+                return;
+            }
+            if data == "[DONE]" {
+                *done = true;
+            } else if st.apply_event(data, chat, now) {
+                st.events += 1;
+            } else {
+                st.bad_events += 1;
+                if st.first_bad_event.is_none() {
+                    st.first_bad_event = Some(short_to(data, 80));
+                }
+            }
+        });
+        self.done
+    }
+
+    /// Bytes of an incomplete trailing line.
+    pub fn pending(&self) -> usize {
+        self.parser.pending()
+    }
+}
+
+/// The longest prompt built [characters]: far above any context a server offers at any
+/// plausible characters-per-token ratio, far below what would strain memory.
+pub const MAX_PROMPT_CHARS: usize = 4 << 20;
+
+/// Checks `--chars-per-token` against the prompt lengths to build [tokens]: a finite
+/// ratio > 0, no prompt of `shortest` tokens empty, none of `longest` tokens over
+/// [`MAX_PROMPT_CHARS`].
+///
+/// # Errors
+/// A message naming the flag.
+pub fn check_chars_per_token(cpt: f64, shortest: u32, longest: u32) -> Result<(), String> {
+    if !(cpt.is_finite() && cpt > 0.0) {
+        return Err(format!(
+            "--chars-per-token must be a finite number > 0 (got {cpt})"
+        ));
+    }
+    let chars = |tokens: u32| (f64::from(tokens) * cpt).round();
+    if shortest > 0 && chars(shortest) < 1.0 {
+        return Err(format!(
+            "--chars-per-token {cpt} makes a {shortest}-token prompt empty; use a ratio near the model's (about 4 for English text)"
+        ));
+    }
+    if chars(longest) > MAX_PROMPT_CHARS as f64 {
+        return Err(format!(
+            "--chars-per-token {cpt} would build a {longest}-token prompt of {} characters, over the limit of {} MiB; use a ratio near the model's (about 4 for English text)",
+            chars(longest),
+            MAX_PROMPT_CHARS >> 20
+        ));
+    }
+    Ok(())
 }
 
 /// Builds prompts of an exact token length.
@@ -682,6 +923,12 @@ impl PromptBuilder {
         }
     }
 
+    /// `tokens × ratio` characters, within `0..=MAX_PROMPT_CHARS` whatever the ratio (a
+    /// NaN ratio gives 0; [`check_chars_per_token`] is what reports a bad one).
+    fn chars_for(&self, tokens: f64, ratio: f64) -> usize {
+        (tokens * ratio).round().clamp(0.0, MAX_PROMPT_CHARS as f64) as usize
+    }
+
     fn text(&self, offset: usize, chars: usize) -> String {
         let n = self.corpus.len();
         (0..chars).map(|i| self.corpus[(offset + i) % n]).collect()
@@ -704,7 +951,7 @@ impl PromptBuilder {
             }
             let want = n as usize;
             let body_tokens = want.saturating_sub(empty);
-            let mut chars = (body_tokens as f64 * self.chars_per_token).round() as usize;
+            let mut chars = self.chars_for(body_tokens as f64, self.chars_per_token);
             let mut best = (usize::MAX, chars);
             for _ in 0..12 {
                 let Some(got) = ep.tokenize_count(&self.text(0, chars)).await else {
@@ -723,7 +970,7 @@ impl PromptBuilder {
                 } else {
                     self.chars_per_token
                 };
-                let next = (body_tokens as f64 * ratio).round() as usize;
+                let next = self.chars_for(body_tokens as f64, ratio);
                 chars = if next == chars || miss <= 2 {
                     if got < want {
                         chars + 1
@@ -746,7 +993,7 @@ impl PromptBuilder {
             .cache
             .get(&tokens)
             .copied()
-            .unwrap_or_else(|| (tokens as f64 * self.chars_per_token).round() as usize);
+            .unwrap_or_else(|| self.chars_for(f64::from(tokens), self.chars_per_token));
         let offset = (id as usize).wrapping_mul(7919) % self.corpus.len();
         // start at a word boundary so the tokenisation matches the calibration closely
         let start = (offset..offset + 64)
@@ -760,6 +1007,7 @@ impl PromptBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// The borrowed fast path and the generic JSON path agree on every event shape.
     #[test]
@@ -795,6 +1043,239 @@ mod tests {
                     "{e} (chat {chat})"
                 );
             }
+        }
+    }
+
+    /// A stream fed whole to a fresh reader, judged for `max_tokens` 4, no context.
+    fn read(stream: &str) -> StreamResult {
+        let mut st = StreamResult::default();
+        EventReader::new(false).push(stream.as_bytes(), 0.0, &mut st);
+        st.judge(Some(4), None);
+        st
+    }
+
+    fn stream_of(events: &[&str]) -> String {
+        let mut s: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        s.push_str("data: [DONE]\n\n");
+        s
+    }
+
+    const TOK: &str = r#"{"choices":[{"text":" t"}]}"#;
+
+    #[test]
+    fn a_stream_completes_only_when_it_parsed_and_tokens_arrived() {
+        let ok = read(&stream_of(&[
+            TOK,
+            TOK,
+            r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#,
+        ]));
+        assert_eq!(ok.error, None, "{ok:?}");
+        assert_eq!(
+            (ok.events, ok.bad_events, ok.token_chunk_s.len()),
+            (3, 0, 2)
+        );
+        // tokens without usage still count (the row notes it)
+        assert_eq!(read(&stream_of(&[TOK])).error, None);
+        // usage alone may say tokens came (empty-text tokens)
+        let st = read(&stream_of(&[
+            r#"{"usage":{"prompt_tokens":5,"completion_tokens":1}}"#,
+        ]));
+        assert_eq!(st.error, None);
+
+        let err = |events: &[&str]| read(&stream_of(events)).error.unwrap_or_default();
+        assert_eq!(err(&[]), "stream had no event before [DONE]");
+        assert_eq!(
+            err(&["nope", "nah"]),
+            r#"stream had no valid JSON event (2 data lines, the first: "nope")"#
+        );
+        assert!(err(&[TOK, "{"]).starts_with("stream had 1 data lines that are not JSON"));
+        assert_eq!(err(&["{}"]), "no tokens: no text chunk and no usage");
+        assert_eq!(
+            err(&[r#"{"usage":{"prompt_tokens":5,"completion_tokens":0}}"#]),
+            "no tokens: usage.completion_tokens = 0 and no text chunk"
+        );
+        assert_eq!(
+            err(&[TOK, r#"{"usage":{"prompt_tokens":5}}"#]),
+            "usage has no completion_tokens"
+        );
+        assert_eq!(
+            err(&[
+                TOK,
+                r#"{"usage":{"prompt_tokens":"5","completion_tokens":1.5}}"#
+            ]),
+            r#"usage.prompt_tokens = "5" is not a count; usage.completion_tokens = 1.5 is not a count"#
+        );
+        assert_eq!(
+            err(&[
+                TOK,
+                r#"{"usage":{"prompt_tokens":5000000000,"completion_tokens":1}}"#
+            ]),
+            "usage.prompt_tokens = 5000000000 is beyond any context"
+        );
+        assert_eq!(
+            err(&[
+                TOK,
+                r#"{"usage":{"prompt_tokens":5,"completion_tokens":9}}"#
+            ]),
+            "usage.completion_tokens = 9 exceeds max_tokens = 4"
+        );
+        // the last usage is the one that counts
+        assert_eq!(
+            err(&[
+                TOK,
+                r#"{"usage":{"prompt_tokens":-1,"completion_tokens":1}}"#,
+                r#"{"usage":{"prompt_tokens":5,"completion_tokens":1}}"#
+            ]),
+            ""
+        );
+        // an earlier error is kept
+        let mut st = read(&stream_of(&["nope"]));
+        st.error = Some("stream cut".into());
+        st.judge(Some(4), None);
+        assert_eq!(st.error.as_deref(), Some("stream cut"));
+    }
+
+    #[test]
+    fn usage_beyond_the_servers_context_is_flagged() {
+        let mut st = StreamResult::default();
+        let stream = stream_of(&[
+            TOK,
+            r#"{"usage":{"prompt_tokens":1000,"completion_tokens":4}}"#,
+        ]);
+        EventReader::new(false).push(stream.as_bytes(), 0.0, &mut st);
+        let mut fits = st.clone();
+        fits.judge(Some(4), Some(1004));
+        assert_eq!(fits.error, None);
+        st.judge(Some(4), Some(512));
+        assert_eq!(
+            st.error.as_deref(),
+            Some("usage says 1000 prompt + 4 output tokens, more than the server's context of 512")
+        );
+    }
+
+    #[test]
+    fn what_follows_done_is_not_read() {
+        let mut st = StreamResult::default();
+        let mut r = EventReader::new(false);
+        assert!(r.push(
+            format!("data: {TOK}\ndata: [DONE]\ndata: {TOK}\n").as_bytes(),
+            0.0,
+            &mut st
+        ));
+        assert!(r.push(format!("data: {TOK}\n").as_bytes(), 0.0, &mut st));
+        assert_eq!(st.token_chunk_s.len(), 1);
+    }
+
+    #[test]
+    fn chars_per_token_is_checked_against_the_prompts_to_build() {
+        for bad in [f64::NAN, 0.0, -4.0, f64::INFINITY, f64::NEG_INFINITY] {
+            let e = check_chars_per_token(bad, 8, 8).unwrap_err();
+            assert!(
+                e.starts_with("--chars-per-token must be a finite number > 0"),
+                "{e}"
+            );
+        }
+        assert!(check_chars_per_token(0.01, 8, 8)
+            .unwrap_err()
+            .contains("makes a 8-token prompt empty"));
+        assert!(check_chars_per_token(1e9, 8, 8).unwrap_err().contains(
+            "would build a 8-token prompt of 8000000000 characters, over the limit of 4 MiB"
+        ));
+        check_chars_per_token(4.0, 1, 131_072).unwrap();
+        check_chars_per_token(0.3, 4, 8).unwrap();
+        // whatever the ratio, a prompt is never longer than the limit
+        let p = PromptBuilder::new(1e12);
+        assert_eq!(p.prompt(0, 1000).len(), MAX_PROMPT_CHARS);
+        assert!(PromptBuilder::new(f64::NAN).prompt(0, 10).is_empty());
+    }
+
+    /// `bytes` fed to a fresh reader in pieces cut at `cuts` (positions, any order), all
+    /// at time 0, then judged.
+    fn read_cut(bytes: &[u8], cuts: &[usize], chat: bool) -> (StreamResult, bool) {
+        let mut at: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+        at.extend([0, bytes.len()]);
+        at.sort_unstable();
+        let mut st = StreamResult::default();
+        let mut r = EventReader::new(chat);
+        for w in at.windows(2) {
+            r.push(&bytes[w[0]..w[1]], 0.0, &mut st);
+        }
+        st.judge(Some(64), Some(4096));
+        (st, r.done)
+    }
+
+    /// One generated event: its text (empty = no token) and whether it is a chat delta.
+    fn event_json(text: &str, chat: bool) -> String {
+        if chat {
+            json!({"choices": [{"delta": {"content": text}, "index": 0}]}).to_string()
+        } else {
+            json!({"choices": [{"text": text, "index": 0, "finish_reason": null}]}).to_string()
+        }
+    }
+
+    /// Bytes that look like an SSE stream of JSON events, often broken.
+    fn stream_like() -> impl Strategy<Value = Vec<u8>> {
+        let piece = proptest::prop_oneof![
+            Just(b"data: ".to_vec()),
+            Just(b"\n\n".to_vec()),
+            Just(b"\r\n".to_vec()),
+            Just(b"data: [DONE]\n".to_vec()),
+            Just(TOK.as_bytes().to_vec()),
+            Just(br#"{"usage":{"prompt_tokens":3,"completion_tokens":2}}"#.to_vec()),
+            Just(br#"{"usage":{"prompt_tokens":1e300,"completion_tokens":-1}}"#.to_vec()),
+            Just(br#"{"error":{"message":"x"}}"#.to_vec()),
+            Just(br#"{"choices":[{"delta":{"content":"d"}}]}"#.to_vec()),
+            Just(br#"{"timings":{"prompt_ms":1}}"#.to_vec()),
+            r#"[{}\[\]\\":,0-9a-z \u{e9}\u{1F600}]{0,16}"#.prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::sse::proptest_cases()))]
+
+        /// Arbitrary (mostly SSE-looking) bytes, cut anywhere: no panic, and the same
+        /// result (chunks, usage, events, verdict) as when fed whole.
+        #[test]
+        fn reading_is_invariant_under_chunking(
+            bytes in proptest::prop_oneof![stream_like(), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)],
+            cuts in proptest::collection::vec(proptest::prelude::any::<usize>(), 0..24),
+            chat in proptest::prelude::any::<bool>(),
+        ) {
+            let whole = read_cut(&bytes, &[], chat);
+            let cut = read_cut(&bytes, &cuts, chat);
+            proptest::prop_assert_eq!(format!("{:?}", cut), format!("{:?}", whole));
+            let every: Vec<usize> = (0..bytes.len()).collect();
+            let bytewise = read_cut(&bytes, &every, chat);
+            proptest::prop_assert_eq!(format!("{:?}", bytewise), format!("{:?}", whole));
+        }
+
+        /// A well-formed stream (any texts, CRLF or LF, then usage and `[DONE]`) reads to
+        /// exactly what was sent, however it is cut, and completes.
+        #[test]
+        fn a_valid_stream_reads_the_same_however_it_is_cut(
+            texts in proptest::collection::vec("(\\PC|\n|\r|\t|\"){0,6}", 0..30),
+            prompt in 1u32..2000,
+            crlf in proptest::prelude::any::<bool>(),
+            chat in proptest::prelude::any::<bool>(),
+            cuts in proptest::collection::vec(proptest::prelude::any::<usize>(), 0..24),
+        ) {
+            let end = if crlf { "\r\n" } else { "\n" };
+            let tokens = texts.iter().filter(|t| !t.is_empty()).count() as u32;
+            let mut text: String = texts
+                .iter()
+                .map(|t| format!("data: {}{end}{end}", event_json(t, chat)))
+                .collect();
+            let usage = json!({"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": tokens.max(1)}});
+            text.push_str(&format!("data: {usage}{end}{end}data: [DONE]{end}{end}"));
+            let (st, done) = read_cut(text.as_bytes(), &cuts, chat);
+            proptest::prop_assert!(done);
+            proptest::prop_assert_eq!(st.token_chunk_s.len() as u32, tokens);
+            proptest::prop_assert_eq!(st.events as usize, texts.len() + 1);
+            proptest::prop_assert_eq!(st.bad_events, 0);
+            proptest::prop_assert_eq!(st.usage, Some(Usage { prompt_tokens: prompt, completion_tokens: tokens.max(1) }));
+            proptest::prop_assert_eq!(st.error, None);
         }
     }
 

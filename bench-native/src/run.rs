@@ -16,7 +16,8 @@
 //!   writes the summary of what finished.
 
 use crate::client::{
-    Api, ClientError, Endpoint, EndpointConfig, PreparedRequest, PromptBuilder, StreamResult,
+    check_chars_per_token, Api, ClientError, Endpoint, EndpointConfig, PreparedRequest,
+    PromptBuilder, StreamResult,
 };
 use engine::metrics::{percentile_type7, MetricsConfig, Summary};
 use engine::record::{Outcome, RequestRecord};
@@ -301,6 +302,7 @@ impl TryFrom<&RunArgs> for RunConfig {
         if a.max_concurrency == Some(0) {
             return Err(RunError::Invalid("--max-concurrency must be >= 1".into()));
         }
+        check_chars_per_token(a.server.chars_per_token, 0, 0).map_err(RunError::Invalid)?;
         Ok(RunConfig {
             endpoint: a.server.endpoint(),
             workload,
@@ -772,6 +774,7 @@ pub async fn run_load(
     pb: &ProgressBar,
     stop: impl Future<Output = ()>,
 ) -> Result<RunReport, RunError> {
+    check_chars_per_token(cfg.chars_per_token, 0, 0).map_err(RunError::Invalid)?;
     let ep = Endpoint::connect(&cfg.endpoint).await?;
     let mut reqs: Vec<Request> = Vec::new();
     for r in cfg.workload.stream(cfg.seed, cfg.horizon_s)? {
@@ -780,6 +783,14 @@ pub async fn run_load(
         }
         reqs.push(r);
     }
+    let prompt_lens = reqs.iter().map(|r| r.prompt);
+    let (shortest, longest) = (prompt_lens.clone().min(), prompt_lens.max());
+    check_chars_per_token(
+        cfg.chars_per_token,
+        shortest.unwrap_or(0),
+        longest.unwrap_or(0),
+    )
+    .map_err(RunError::Invalid)?;
     if let Some(need) = reqs.iter().map(Request::total_tokens).max() {
         ep.check_fits(need)?;
     }
@@ -916,8 +927,12 @@ pub async fn run_load(
     if let Some(p) = server.as_ref().and_then(|c| c.preemptions) {
         summary.preemptions = p.round() as u64;
     }
+    let failures: Vec<Value> = failure_reasons(&rows)
+        .into_iter()
+        .map(|(reason, count)| json!({"reason": reason, "count": count}))
+        .collect();
     let summary_json = json!({
-        "summary": summary, "client": client, "server_counters": server,
+        "summary": summary, "client": client, "server_counters": server, "failures": failures,
         "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed,
         "scheduled": scheduled, "written": rows.len(), "interrupted": interrupted,
         "sender_priority": sender_priority,
@@ -964,6 +979,60 @@ pub const REQUEST_COLUMNS: [&str; 22] = [
     "server_predicted_ms",
     "error",
 ];
+
+/// The kind of a request's error: its message up to any parenthesis, with numbers
+/// replaced by `N` (an HTTP status kept), so that errors differing only in counts or
+/// times group together.
+pub fn error_kind(error: &str) -> String {
+    let head = error.split(" (").next().unwrap_or(error).trim();
+    let mut out = String::with_capacity(head.len());
+    let mut chars = head.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() {
+            let mut digits = c.to_string();
+            while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                digits.push(d);
+                chars.next();
+            }
+            let status = digits.len() == 3 && out.ends_with("HTTP ");
+            out.push_str(if status { &digits } else { "N" });
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The kinds of error of the `error` rows ([`error_kind`]), most frequent first.
+pub fn failure_reasons(rows: &[RequestRow]) -> Vec<(String, u64)> {
+    let mut by_kind = std::collections::BTreeMap::<String, u64>::new();
+    for r in rows.iter().filter(|r| r.outcome == Outcome::Error.as_str()) {
+        *by_kind.entry(error_kind(&r.error)).or_default() += 1;
+    }
+    let mut v: Vec<(String, u64)> = by_kind.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+/// "3× reason; 1× other" (at most the three most frequent kinds) with the number of
+/// failed requests, or `None` when no request failed.
+pub fn failures_text(rows: &[RequestRow]) -> Option<(u64, String)> {
+    let reasons = failure_reasons(rows);
+    let failed: u64 = reasons.iter().map(|r| r.1).sum();
+    if failed == 0 {
+        return None;
+    }
+    let mut parts: Vec<String> = reasons
+        .iter()
+        .take(3)
+        .map(|(why, n)| format!("{n}× {why}"))
+        .collect();
+    if reasons.len() > 3 {
+        let rest: u64 = reasons[3..].iter().map(|r| r.1).sum();
+        parts.push(format!("{rest}× of {} other kinds", reasons.len() - 3));
+    }
+    Some((failed, parts.join("; ")))
+}
 
 fn client_stats(rows: &[RequestRow]) -> ClientStats {
     let mut late: Vec<f64> = rows
@@ -1137,6 +1206,23 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Writes `text` to stdout. A closed reader (`run … | head -1`) is not an error: the
+/// output stops there quietly, as ripgrep does; any other write error is.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// `bench-native run`: the load test, its summary on stdout, and a failure exit status
+/// when every request failed (the files are written all the same).
+///
+/// # Errors
+/// Invalid options, pre-flight failures, file errors, and a run whose every request
+/// failed.
 pub fn execute(args: RunArgs) -> anyhow::Result<()> {
     let cfg = RunConfig::try_from(&args)?;
     let rt = runtime()?;
@@ -1151,18 +1237,35 @@ pub fn execute(args: RunArgs) -> anyhow::Result<()> {
             report.scheduled
         );
     }
-    println!("{}", summary_text(&report.summary, &report.client));
-    if report.sender_priority == SenderPriority::Normal {
-        println!(
-            "sender thread: normal priority (SCHED_FIFO not permitted or one core); on a busy \
-             machine sends can be late by a time slice"
+    let mut text = summary_text(&report.summary, &report.client) + "\n";
+    let failures = failures_text(&report.rows);
+    if let Some((failed, why)) = &failures {
+        text += &format!(
+            "failed: {failed} of {} requests: {why}\n",
+            report.rows.len()
         );
     }
-    println!(
-        "files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}",
+    if report.sender_priority == SenderPriority::Normal {
+        text += "sender thread: normal priority (SCHED_FIFO not permitted or one core); on a \
+                 busy machine sends can be late by a time slice\n";
+    }
+    text += &format!(
+        "files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}\n",
         cfg.out_dir.display()
     );
-    Ok(())
+    print_out(&text)?;
+    let all_failed = !report.rows.is_empty()
+        && report
+            .rows
+            .iter()
+            .all(|r| r.outcome == Outcome::Error.as_str());
+    match failures {
+        Some((failed, why)) if all_failed => anyhow::bail!(
+            "all {failed} requests failed: {why} (rows in {})",
+            cfg.out_dir.join("requests.csv").display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
