@@ -291,4 +291,60 @@ mod tests {
         let header = text.lines().next().unwrap();
         assert_eq!(header, REQUEST_COLUMNS.join(","));
     }
+
+    #[test]
+    fn errors_group_by_kind_and_the_most_frequent_come_first() {
+        assert_eq!(
+            error_kind("timed out after 4.0 s (12 chunks received)"),
+            "timed out after N.N s"
+        );
+        assert_eq!(
+            error_kind("HTTP 503: slot 12 busy"),
+            "HTTP 503: slot N busy"
+        );
+        assert_eq!(
+            error_kind("usage.completion_tokens = -5 is not a count"),
+            "usage.completion_tokens = -N is not a count"
+        );
+        let row = |outcome: &str, error: &str| RequestRow {
+            outcome: outcome.into(),
+            error: error.into(),
+            ..RequestRow::default()
+        };
+        let mut rows = vec![
+            row(
+                "completed",
+                "no usage in stream: completion_tokens counted from chunks",
+            ),
+            row("unfinished", "interrupted"),
+        ];
+        assert_eq!(failures_text(&rows), None);
+        for (n, e) in [
+            (3, "stream cut: ended before [DONE] after 7 chunks"),
+            (1, "a"),
+            (2, "HTTP 500: x"),
+            (1, "b"),
+            (1, "c"),
+        ] {
+            rows.extend((0..n).map(|_| row("error", e)));
+        }
+        assert_eq!(
+            failure_reasons(&rows)[..2],
+            [
+                (
+                    "stream cut: ended before [DONE] after N chunks".to_string(),
+                    3
+                ),
+                ("HTTP 500: x".to_string(), 2)
+            ]
+        );
+        assert_eq!(
+            failures_text(&rows),
+            Some((
+                8,
+                "3× stream cut: ended before [DONE] after N chunks; 2× HTTP 500: x; 1× a; 2× of 2 other kinds"
+                    .to_string()
+            ))
+        );
+    }
 }
