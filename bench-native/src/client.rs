@@ -1,16 +1,14 @@
 //! HTTP side of measurement: one OpenAI-compatible endpoint, pre-flight checks (server
 //! reachable, model served, context size), exact-length prompts, and one streamed
-//! request timed chunk by chunk.
-//!
-//! Token counts come from the server's `usage` (final chunk, `stream_options.include_usage`),
-//! never from counting chunks: a chunk may carry several tokens, or none (partial UTF-8).
+//! request timed chunk by chunk (read and judged by [`stream`]).
 
-use crate::sse::SseParser;
+mod stream;
+
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
+pub use stream::{error_message, EventReader, ServerTimings, StreamResult, Usage, MAX_EVENT_BYTES};
 use tokio::time::Instant;
 
 /// Which OpenAI route is driven.
@@ -42,6 +40,10 @@ pub enum ClientError {
     /// Nothing answers at the URL.
     #[error("cannot reach the server at {url}: {why} — is it running, and is --url right?")]
     Unreachable { url: String, why: String },
+    /// Something answers at the URL, but not as an OpenAI-compatible server would: check
+    /// that `--url` is the server's base URL (not another service on that port).
+    #[error("the server at {url} answered GET /v1/models {answer}, which is not how an OpenAI-compatible server answers (a JSON object with a `data` list of models) — is --url the base URL of llama-server or vLLM?")]
+    NotOpenAi { url: String, answer: String },
     /// The requested model is not in `/v1/models`.
     #[error("the server does not serve model '{model}'; it serves: {available:?} (pass one with --model)")]
     UnknownModel {
@@ -115,67 +117,27 @@ pub struct Endpoint {
     http: reqwest::Client,
 }
 
-/// Usage reported by the server [tokens].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Usage {
-    pub prompt_tokens: u32,
-    pub completion_tokens: u32,
-}
-
-/// llama.cpp's own `timings` of a request [ms].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ServerTimings {
-    pub prompt_ms: f64,
-    pub predicted_ms: f64,
-}
-
-/// What one streamed request produced. Times are [s] on the run clock.
-#[derive(Clone, Debug, Default)]
-pub struct StreamResult {
-    /// When the request was handed to the HTTP client [s] (its connection writes it next).
-    pub sent_s: f64,
-    /// Arrival time of each chunk that carried text [s].
-    pub token_chunk_s: Vec<f64>,
-    pub usage: Option<Usage>,
-    pub finish_reason: Option<String>,
-    pub timings: Option<ServerTimings>,
-    /// `None` = completed normally.
-    pub error: Option<String>,
-}
-
 /// A streamed generation request built ahead of its send time (URL, headers, serialised
 /// JSON body), so that sending it is only the hand-over to the HTTP client. A request
 /// that could not be built carries the reason, reported as the request's error.
 #[derive(Debug)]
-pub struct PreparedRequest(Result<reqwest::Request, String>);
+pub struct PreparedRequest {
+    req: Result<reqwest::Request, String>,
+    /// The body's `max_tokens`, what `usage.completion_tokens` may not exceed.
+    max_tokens: Option<u32>,
+}
 
-fn short(s: &str) -> String {
-    let s = s.trim();
-    if s.len() > 300 {
-        let mut end = 300;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &s[..end])
-    } else {
-        s.to_string()
+/// The first bytes of a body, quoted and escaped, for an error message.
+fn first_bytes(bytes: &[u8]) -> String {
+    const SHOWN: usize = 80;
+    if bytes.is_empty() {
+        return "an empty body".into();
     }
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN)]);
+    let more = if bytes.len() > SHOWN { "…" } else { "" };
+    format!("a {}-byte body starting {:?}{more}", bytes.len(), head)
 }
 
-/// The readable part of an error body (`{"error":{"message":…}}` in both servers).
-pub fn error_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .or_else(|| v.get("message"))
-                .or_else(|| v.get("detail"))
-                .and_then(|m| m.as_str().map(str::to_string))
-        })
-        .unwrap_or_else(|| short(body))
-}
-
-/// Formats a reqwest error with its causes, flagging connection failures.
 /// The HTTP client: keeps up to `idle_per_host` idle connections for reuse (0: none).
 fn http_client(idle_per_host: usize) -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
@@ -190,6 +152,7 @@ fn http_client(idle_per_host: usize) -> Result<reqwest::Client, ClientError> {
         .map_err(|e| ClientError::Other(describe(&e)))
 }
 
+/// Formats a reqwest error with its causes, flagging connection failures.
 pub fn describe(e: &reqwest::Error) -> String {
     let mut s = if e.is_connect() {
         "connection failed".to_string()
@@ -228,7 +191,8 @@ impl Endpoint {
     /// Connects, lists models, resolves the model name, identifies the server.
     ///
     /// # Errors
-    /// [`ClientError::Unreachable`], [`ClientError::UnknownModel`], [`ClientError::NoModels`].
+    /// [`ClientError::Unreachable`], [`ClientError::NotOpenAi`], [`ClientError::Http`],
+    /// [`ClientError::UnknownModel`], [`ClientError::NoModels`].
     pub async fn connect(cfg: &EndpointConfig) -> Result<Endpoint, ClientError> {
         let base = cfg
             .url
@@ -249,18 +213,7 @@ impl Endpoint {
             control_timeout: cfg.control_timeout,
             http,
         };
-        let models = match ep.get_json("/v1/models").await {
-            Ok(v) => v,
-            Err(ClientError::Other(why)) => {
-                return Err(ClientError::Unreachable { url: base, why })
-            }
-            Err(e) => return Err(e),
-        };
-        let data = models
-            .get("data")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let data = ep.list_models().await?;
         let ids: Vec<String> = data
             .iter()
             .filter_map(|m| m.get("id")?.as_str().map(str::to_string))
@@ -294,6 +247,54 @@ impl Endpoint {
             ep.context_tokens = max_model_len;
         }
         Ok(ep)
+    }
+
+    /// `GET /v1/models`: the `data` list, or why the answer is not an OpenAI model list.
+    async fn list_models(&self) -> Result<Vec<Value>, ClientError> {
+        let not_openai = |answer: String| ClientError::NotOpenAi {
+            url: self.base.clone(),
+            answer,
+        };
+        let resp = match self
+            .auth(self.http.get(format!("{}/v1/models", self.base)))
+            .timeout(self.control_timeout)
+            .send()
+            .await
+        {
+            Ok(r) => r,
+            // nothing answered (refused, no route, or silence until the timeout)
+            Err(e) if e.is_connect() || e.is_timeout() => {
+                return Err(ClientError::Unreachable {
+                    url: self.base.clone(),
+                    why: describe(&e),
+                })
+            }
+            // something answered, but not in HTTP
+            Err(e) => {
+                return Err(not_openai(format!(
+                    "with something that is not HTTP ({})",
+                    describe(&e)
+                )))
+            }
+        };
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| {
+            not_openai(format!(
+                "with HTTP {status} and then a broken body ({})",
+                describe(&e)
+            ))
+        })?;
+        if !(200..300).contains(&status) {
+            return Err(ClientError::Http {
+                what: "GET /v1/models".into(),
+                status,
+                body: error_message(&String::from_utf8_lossy(&bytes)),
+            });
+        }
+        let data = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("data")?.as_array().cloned());
+        data.ok_or_else(|| not_openai(format!("with HTTP {status} and {}", first_bytes(&bytes))))
     }
 
     fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -403,12 +404,17 @@ impl Endpoint {
 
     /// Builds the streamed request for `body` (see [`Endpoint::stream_prepared`]).
     pub fn prepare(&self, body: &Value) -> PreparedRequest {
-        PreparedRequest(
-            self.auth(self.http.post(format!("{}{}", self.base, self.route())))
+        PreparedRequest {
+            req: self
+                .auth(self.http.post(format!("{}{}", self.base, self.route())))
                 .json(body)
                 .build()
                 .map_err(|e| describe(&e)),
-        )
+            max_tokens: body
+                .get("max_tokens")
+                .and_then(Value::as_u64)
+                .and_then(|m| u32::try_from(m).ok()),
+        }
     }
 
     /// Sends one streamed request and timestamps every text-carrying chunk on the run
@@ -429,6 +435,7 @@ impl Endpoint {
     ) -> StreamResult {
         let mut st = StreamResult::default();
         let deadline = Instant::now() + timeout;
+        let max_tokens = req.max_tokens;
         let fut = self.stream_inner(t0, req, &mut st);
         if tokio::time::timeout_at(deadline, fut).await.is_err() {
             st.error = Some(format!(
@@ -437,12 +444,13 @@ impl Endpoint {
                 st.token_chunk_s.len()
             ));
         }
+        st.judge(max_tokens, self.context_tokens);
         st
     }
 
     async fn stream_inner(&self, t0: Instant, req: PreparedRequest, st: &mut StreamResult) {
         st.sent_s = t0.elapsed().as_secs_f64();
-        let resp = match req.0 {
+        let resp = match req.req {
             Ok(req) => self.http.execute(req).await,
             Err(why) => {
                 st.error = Some(why);
@@ -466,9 +474,7 @@ impl Endpoint {
             ));
             return;
         }
-        let chat = self.api == Api::Chat;
-        let mut parser = SseParser::new();
-        let mut done = false;
+        let mut reader = EventReader::new(self.api == Api::Chat);
         let mut bytes = resp.bytes_stream();
         while let Some(item) = bytes.next().await {
             let chunk = match item {
@@ -478,19 +484,18 @@ impl Endpoint {
                     return;
                 }
             };
-            let now = t0.elapsed().as_secs_f64();
-            parser.push(&chunk, |data| {
-                if data == "[DONE]" {
-                    done = true;
-                } else {
-                    st.apply_event(data, chat, now);
-                }
-            });
-            if done {
+            if reader.push(&chunk, t0.elapsed().as_secs_f64(), st) {
                 break;
             }
+            if reader.pending() > MAX_EVENT_BYTES {
+                st.error = Some(format!(
+                    "stream is not SSE: over {} MiB without a line end",
+                    MAX_EVENT_BYTES >> 20
+                ));
+                return;
+            }
         }
-        if !done && st.error.is_none() {
+        if !reader.done && st.error.is_none() {
             st.error = Some(format!(
                 "stream cut: ended before [DONE] after {} chunks",
                 st.token_chunk_s.len()
@@ -499,145 +504,36 @@ impl Endpoint {
     }
 }
 
-/// The fields of one streamed event that are read, borrowed from the line: no map is
-/// built and ordinary text is not copied. An event of any other shape is read as a
-/// generic JSON value instead, with the same meaning ([`StreamResult::apply_value`]).
-#[derive(serde::Deserialize)]
-struct Event<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<EventChoice<'a>>,
-    #[serde(default)]
-    usage: Option<EventUsage>,
-    #[serde(default)]
-    timings: Option<EventTimings>,
-    /// Present (even as `null`) = the server reports an error.
-    #[serde(default, deserialize_with = "present")]
-    error: Option<Value>,
-}
+/// The longest prompt built [characters]: far above any context a server offers at any
+/// plausible characters-per-token ratio, far below what would strain memory.
+pub const MAX_PROMPT_CHARS: usize = 4 << 20;
 
-#[derive(serde::Deserialize)]
-struct EventChoice<'a> {
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    delta: Option<EventDelta<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
-}
-
-#[derive(serde::Deserialize)]
-struct EventDelta<'a> {
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-}
-
-#[derive(serde::Deserialize)]
-struct EventUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-}
-
-#[derive(serde::Deserialize)]
-struct EventTimings {
-    #[serde(default)]
-    prompt_ms: Option<f64>,
-    #[serde(default)]
-    predicted_ms: Option<f64>,
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    <Value as serde::Deserialize>::deserialize(d).map(Some)
-}
-
-impl StreamResult {
-    /// Applies one `data:` event (not `[DONE]`) that arrived at `now` [s]: a text-carrying
-    /// event is a token chunk; `usage`, `timings`, `finish_reason` and `error` are kept.
-    /// Lines that are not JSON are ignored.
-    pub fn apply_event(&mut self, data: &str, chat: bool, now: f64) {
-        let Ok(ev) = serde_json::from_str::<Event>(data) else {
-            if let Ok(v) = serde_json::from_str::<Value>(data) {
-                self.apply_value(&v, chat, now);
-            }
-            return;
-        };
-        if let Some(e) = ev.error {
-            self.error = Some(format!(
-                "server error in stream: {}",
-                error_message(&e.to_string())
-            ));
-        }
-        if let Some(c) = ev.choices.first() {
-            let text = if chat {
-                c.delta.as_ref().and_then(|d| d.content.as_deref())
-            } else {
-                c.text.as_deref()
-            };
-            if text.is_some_and(|t| !t.is_empty()) {
-                self.token_chunk_s.push(now);
-            }
-            if let Some(f) = &c.finish_reason {
-                self.finish_reason = Some(f.to_string());
-            }
-        }
-        if let Some(u) = ev.usage {
-            self.usage = Some(Usage {
-                prompt_tokens: u.prompt_tokens.unwrap_or(0) as u32,
-                completion_tokens: u.completion_tokens.unwrap_or(0) as u32,
-            });
-        }
-        if let Some(t) = ev.timings {
-            self.timings = Some(ServerTimings {
-                prompt_ms: t.prompt_ms.unwrap_or(f64::NAN),
-                predicted_ms: t.predicted_ms.unwrap_or(f64::NAN),
-            });
-        }
+/// Checks `--chars-per-token` against the prompt lengths to build [tokens]: a finite
+/// ratio > 0, no prompt of `shortest` tokens empty, none of `longest` tokens over
+/// [`MAX_PROMPT_CHARS`].
+///
+/// # Errors
+/// A message naming the flag.
+pub fn check_chars_per_token(cpt: f64, shortest: u32, longest: u32) -> Result<(), String> {
+    if !(cpt.is_finite() && cpt > 0.0) {
+        return Err(format!(
+            "--chars-per-token must be a finite number > 0 (got {cpt})"
+        ));
     }
-
-    /// [`StreamResult::apply_event`] for an event already read as a generic JSON value.
-    fn apply_value(&mut self, v: &Value, chat: bool, now: f64) {
-        if let Some(e) = v.get("error") {
-            self.error = Some(format!(
-                "server error in stream: {}",
-                error_message(&e.to_string())
-            ));
-        }
-        if let Some(c) = v.pointer("/choices/0") {
-            let text = if chat {
-                c.pointer("/delta/content")
-            } else {
-                c.get("text")
-            };
-            if text.and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
-                self.token_chunk_s.push(now);
-            }
-            if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
-                self.finish_reason = Some(f.to_string());
-            }
-        }
-        if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-            self.usage = Some(Usage {
-                prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32,
-                completion_tokens: u
-                    .get("completion_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0) as u32,
-            });
-        }
-        if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
-            self.timings = Some(ServerTimings {
-                prompt_ms: t
-                    .get("prompt_ms")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(f64::NAN),
-                predicted_ms: t
-                    .get("predicted_ms")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(f64::NAN),
-            });
-        }
+    let chars = |tokens: u32| (f64::from(tokens) * cpt).round();
+    if shortest > 0 && chars(shortest) < 1.0 {
+        return Err(format!(
+            "--chars-per-token {cpt} makes a {shortest}-token prompt empty; use a ratio near the model's (about 4 for English text)"
+        ));
     }
+    if chars(longest) > MAX_PROMPT_CHARS as f64 {
+        return Err(format!(
+            "--chars-per-token {cpt} would build a {longest}-token prompt of {} characters, over the limit of {} MiB; use a ratio near the model's (about 4 for English text)",
+            chars(longest),
+            MAX_PROMPT_CHARS >> 20
+        ));
+    }
+    Ok(())
 }
 
 /// Builds prompts of an exact token length.
@@ -682,6 +578,12 @@ impl PromptBuilder {
         }
     }
 
+    /// `tokens × ratio` characters, within `0..=MAX_PROMPT_CHARS` whatever the ratio (a
+    /// NaN ratio gives 0; [`check_chars_per_token`] is what reports a bad one).
+    fn chars_for(&self, tokens: f64, ratio: f64) -> usize {
+        (tokens * ratio).round().clamp(0.0, MAX_PROMPT_CHARS as f64) as usize
+    }
+
     fn text(&self, offset: usize, chars: usize) -> String {
         let n = self.corpus.len();
         (0..chars).map(|i| self.corpus[(offset + i) % n]).collect()
@@ -704,7 +606,7 @@ impl PromptBuilder {
             }
             let want = n as usize;
             let body_tokens = want.saturating_sub(empty);
-            let mut chars = (body_tokens as f64 * self.chars_per_token).round() as usize;
+            let mut chars = self.chars_for(body_tokens as f64, self.chars_per_token);
             let mut best = (usize::MAX, chars);
             for _ in 0..12 {
                 let Some(got) = ep.tokenize_count(&self.text(0, chars)).await else {
@@ -723,7 +625,7 @@ impl PromptBuilder {
                 } else {
                     self.chars_per_token
                 };
-                let next = (body_tokens as f64 * ratio).round() as usize;
+                let next = self.chars_for(body_tokens as f64, ratio);
                 chars = if next == chars || miss <= 2 {
                     if got < want {
                         chars + 1
@@ -746,7 +648,7 @@ impl PromptBuilder {
             .cache
             .get(&tokens)
             .copied()
-            .unwrap_or_else(|| (tokens as f64 * self.chars_per_token).round() as usize);
+            .unwrap_or_else(|| self.chars_for(f64::from(tokens), self.chars_per_token));
         let offset = (id as usize).wrapping_mul(7919) % self.corpus.len();
         // start at a word boundary so the tokenisation matches the calibration closely
         let start = (offset..offset + 64)
@@ -761,41 +663,27 @@ impl PromptBuilder {
 mod tests {
     use super::*;
 
-    /// The borrowed fast path and the generic JSON path agree on every event shape.
     #[test]
-    fn typed_and_generic_events_agree() {
-        let events = [
-            r#"{"id":"x","object":"text_completion","choices":[{"text":" tok","index":0,"finish_reason":null}]}"#,
-            r#"{"choices":[{"text":"a\nb\u00e9","index":0}]}"#,
-            r#"{"choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":{"prompt_tokens":64,"completion_tokens":512}}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
-            r#"{"choices":[{"delta":{"role":"assistant","content":"hi"},"index":0}]}"#,
-            r#"{"choices":[{"delta":{"content":null},"finish_reason":"stop"}],"usage":null}"#,
-            r#"{"choices":[{"text":"x"}],"timings":{"prompt_ms":1.5,"predicted_ms":20}}"#,
-            r#"{"timings":{"prompt_ms":"?"},"usage":{"prompt_tokens":-1,"completion_tokens":2.0}}"#,
-            r#"{"timings":null,"choices":[{"text":3,"finish_reason":7}]}"#,
-            r#"{"choices":[{"text":"ok"},{"text":5}]}"#,
-            r#"{"error":{"message":"out of memory","code":500}}"#,
-            r#"{"error":null}"#,
-            r#"{"choices":{"0":{"text":"odd"}}}"#,
-            r#"[1,2]"#,
-            r#"not json"#,
-        ];
-        for chat in [false, true] {
-            for (i, e) in events.iter().enumerate() {
-                let mut typed = StreamResult::default();
-                typed.apply_event(e, chat, i as f64);
-                let mut generic = StreamResult::default();
-                if let Ok(v) = serde_json::from_str::<Value>(e) {
-                    generic.apply_value(&v, chat, i as f64);
-                }
-                assert_eq!(
-                    format!("{typed:?}"),
-                    format!("{generic:?}"),
-                    "{e} (chat {chat})"
-                );
-            }
+    fn chars_per_token_is_checked_against_the_prompts_to_build() {
+        for bad in [f64::NAN, 0.0, -4.0, f64::INFINITY, f64::NEG_INFINITY] {
+            let e = check_chars_per_token(bad, 8, 8).unwrap_err();
+            assert!(
+                e.starts_with("--chars-per-token must be a finite number > 0"),
+                "{e}"
+            );
         }
+        assert!(check_chars_per_token(0.01, 8, 8)
+            .unwrap_err()
+            .contains("makes a 8-token prompt empty"));
+        assert!(check_chars_per_token(1e9, 8, 8).unwrap_err().contains(
+            "would build a 8-token prompt of 8000000000 characters, over the limit of 4 MiB"
+        ));
+        check_chars_per_token(4.0, 1, 131_072).unwrap();
+        check_chars_per_token(0.3, 4, 8).unwrap();
+        // whatever the ratio, a prompt is never longer than the limit
+        let p = PromptBuilder::new(1e12);
+        assert_eq!(p.prompt(0, 1000).len(), MAX_PROMPT_CHARS);
+        assert!(PromptBuilder::new(f64::NAN).prompt(0, 10).is_empty());
     }
 
     /// A server that accepts the connection and never answers: connecting gives up after

@@ -13,12 +13,24 @@
 //!   sampled every `--metrics-interval`).
 //! * Failures (HTTP errors, cut or stalled streams, a dead server) are error rows; the run
 //!   goes on. Ctrl-C stops sending, marks in-flight requests `unfinished`, and still
-//!   writes the summary of what finished.
+//!   writes the summary of what finished. A request is `completed` only when its stream
+//!   parsed, tokens arrived and `usage` is consistent ([`crate::client::StreamResult::judge`]);
+//!   a run whose every request failed ends with a failure exit status.
+
+mod row;
+
+use row::client_stats;
+
+pub use row::{
+    error_kind, failure_reasons, failures_text, summary_text, ClientStats, RequestRow,
+    REQUEST_COLUMNS,
+};
 
 use crate::client::{
-    Api, ClientError, Endpoint, EndpointConfig, PreparedRequest, PromptBuilder, StreamResult,
+    check_chars_per_token, Api, ClientError, Endpoint, EndpointConfig, PreparedRequest,
+    PromptBuilder,
 };
-use engine::metrics::{percentile_type7, MetricsConfig, Summary};
+use engine::metrics::{MetricsConfig, Summary};
 use engine::record::{Outcome, RequestRecord};
 use engine::workload::{ArrivalProcess, LengthDist, Request, Workload};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -301,6 +313,7 @@ impl TryFrom<&RunArgs> for RunConfig {
         if a.max_concurrency == Some(0) {
             return Err(RunError::Invalid("--max-concurrency must be >= 1".into()));
         }
+        check_chars_per_token(a.server.chars_per_token, 0, 0).map_err(RunError::Invalid)?;
         Ok(RunConfig {
             endpoint: a.server.endpoint(),
             workload,
@@ -323,143 +336,6 @@ impl TryFrom<&RunArgs> for RunConfig {
             out_dir: a.out.clone(),
         })
     }
-}
-
-/// One row of `requests.csv`. Times [s] on the run clock (0 = run start).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct RequestRow {
-    pub id: u64,
-    pub class: u16,
-    /// When the schedule said to send it [s].
-    pub intended_send_s: f64,
-    /// When it was handed to the HTTP client [s] (after any client queue); the connection
-    /// writes it right after.
-    pub actual_send_s: Option<f64>,
-    /// Time waiting for a concurrency slot [s].
-    pub client_queue_s: Option<f64>,
-    pub first_token_s: Option<f64>,
-    pub last_token_s: Option<f64>,
-    /// From the intended send time [s].
-    pub ttft_s: Option<f64>,
-    pub tpot_s: Option<f64>,
-    pub e2e_s: Option<f64>,
-    /// Asked-for prompt length [tokens].
-    pub target_prompt_tokens: u32,
-    /// Asked-for output length [tokens].
-    pub target_output_tokens: u32,
-    /// From `usage` [tokens].
-    pub prompt_tokens: Option<u32>,
-    /// From `usage` [tokens].
-    pub completion_tokens: Option<u32>,
-    /// Chunks that carried text [count].
-    pub chunks: u32,
-    pub max_gap_s: f64,
-    pub stalls: u32,
-    pub finish_reason: String,
-    /// completed / error / unfinished.
-    pub outcome: String,
-    /// llama.cpp's own prompt (prefill) time [ms].
-    pub server_prompt_ms: Option<f64>,
-    /// llama.cpp's own generation time [ms].
-    pub server_predicted_ms: Option<f64>,
-    pub error: String,
-}
-
-impl RequestRow {
-    /// The engine record of this row (what the metrics are computed from).
-    pub fn record(&self) -> RequestRecord {
-        RequestRecord {
-            id: self.id,
-            class: self.class,
-            arrival_s: self.intended_send_s,
-            first_token_s: self.first_token_s,
-            finish_s: if self.outcome == "completed" {
-                self.last_token_s
-            } else {
-                None
-            },
-            prompt_tokens: self.prompt_tokens.unwrap_or(self.target_prompt_tokens),
-            output_tokens: self.completion_tokens.unwrap_or(self.chunks),
-            max_gap_s: self.max_gap_s,
-            stalls: self.stalls,
-            preemptions: 0,
-            outcome: match self.outcome.as_str() {
-                "completed" => Outcome::Completed,
-                "unfinished" => Outcome::Unfinished,
-                _ => Outcome::Error,
-            },
-            admitted_s: None,
-        }
-    }
-
-    fn from_result(
-        req: &Request,
-        queue_s: Option<f64>,
-        res: Option<StreamResult>,
-        stall_s: f64,
-    ) -> RequestRow {
-        let mut row = RequestRow {
-            id: req.id,
-            class: req.class,
-            intended_send_s: req.arrival,
-            client_queue_s: queue_s,
-            target_prompt_tokens: req.prompt,
-            target_output_tokens: req.output,
-            ..RequestRow::default()
-        };
-        let Some(res) = res else {
-            row.outcome = Outcome::Unfinished.as_str().into();
-            row.error = "interrupted".into();
-            return row;
-        };
-        row.actual_send_s = Some(res.sent_s);
-        row.first_token_s = res.token_chunk_s.first().copied();
-        row.last_token_s = res.token_chunk_s.last().copied();
-        row.chunks = res.token_chunk_s.len() as u32;
-        for w in res.token_chunk_s.windows(2) {
-            let g = w[1] - w[0];
-            row.max_gap_s = row.max_gap_s.max(g);
-            if g > stall_s {
-                row.stalls += 1;
-            }
-        }
-        row.prompt_tokens = res.usage.map(|u| u.prompt_tokens);
-        row.completion_tokens = res.usage.map(|u| u.completion_tokens);
-        row.finish_reason = res.finish_reason.unwrap_or_default();
-        row.server_prompt_ms = res.timings.map(|t| t.prompt_ms).filter(|x| x.is_finite());
-        row.server_predicted_ms = res
-            .timings
-            .map(|t| t.predicted_ms)
-            .filter(|x| x.is_finite());
-        match res.error {
-            Some(e) => {
-                row.outcome = Outcome::Error.as_str().into();
-                row.error = e;
-            }
-            None => {
-                row.outcome = Outcome::Completed.as_str().into();
-                if res.usage.is_none() {
-                    row.error = "no usage in stream: completion_tokens counted from chunks".into();
-                }
-            }
-        }
-        let rec = row.record();
-        row.ttft_s = rec.ttft();
-        row.tpot_s = rec.tpot();
-        row.e2e_s = rec.e2e();
-        row
-    }
-}
-
-/// Client-side quality of the schedule [s].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct ClientStats {
-    /// actual − intended send time: p50, p99, max [s].
-    pub send_lateness_p50_s: Option<f64>,
-    pub send_lateness_p99_s: Option<f64>,
-    pub send_lateness_max_s: Option<f64>,
-    /// Requests that waited for a --max-concurrency slot [count].
-    pub client_queued: u64,
 }
 
 /// What the server's own counters (`/metrics`) say happened during the run: the
@@ -772,6 +648,7 @@ pub async fn run_load(
     pb: &ProgressBar,
     stop: impl Future<Output = ()>,
 ) -> Result<RunReport, RunError> {
+    check_chars_per_token(cfg.chars_per_token, 0, 0).map_err(RunError::Invalid)?;
     let ep = Endpoint::connect(&cfg.endpoint).await?;
     let mut reqs: Vec<Request> = Vec::new();
     for r in cfg.workload.stream(cfg.seed, cfg.horizon_s)? {
@@ -780,6 +657,14 @@ pub async fn run_load(
         }
         reqs.push(r);
     }
+    let prompt_lens = reqs.iter().map(|r| r.prompt);
+    let (shortest, longest) = (prompt_lens.clone().min(), prompt_lens.max());
+    check_chars_per_token(
+        cfg.chars_per_token,
+        shortest.unwrap_or(0),
+        longest.unwrap_or(0),
+    )
+    .map_err(RunError::Invalid)?;
     if let Some(need) = reqs.iter().map(Request::total_tokens).max() {
         ep.check_fits(need)?;
     }
@@ -916,8 +801,12 @@ pub async fn run_load(
     if let Some(p) = server.as_ref().and_then(|c| c.preemptions) {
         summary.preemptions = p.round() as u64;
     }
+    let failures: Vec<Value> = failure_reasons(&rows)
+        .into_iter()
+        .map(|(reason, count)| json!({"reason": reason, "count": count}))
+        .collect();
     let summary_json = json!({
-        "summary": summary, "client": client, "server_counters": server,
+        "summary": summary, "client": client, "server_counters": server, "failures": failures,
         "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed,
         "scheduled": scheduled, "written": rows.len(), "interrupted": interrupted,
         "sender_priority": sender_priority,
@@ -937,49 +826,6 @@ pub async fn run_load(
         scheduled,
         sender_priority,
     })
-}
-
-/// Header of `requests.csv` (the serde field order of [`RequestRow`]).
-pub const REQUEST_COLUMNS: [&str; 22] = [
-    "id",
-    "class",
-    "intended_send_s",
-    "actual_send_s",
-    "client_queue_s",
-    "first_token_s",
-    "last_token_s",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "target_prompt_tokens",
-    "target_output_tokens",
-    "prompt_tokens",
-    "completion_tokens",
-    "chunks",
-    "max_gap_s",
-    "stalls",
-    "finish_reason",
-    "outcome",
-    "server_prompt_ms",
-    "server_predicted_ms",
-    "error",
-];
-
-fn client_stats(rows: &[RequestRow]) -> ClientStats {
-    let mut late: Vec<f64> = rows
-        .iter()
-        .filter_map(|r| Some(r.actual_send_s? - r.intended_send_s))
-        .collect();
-    late.sort_by(f64::total_cmp);
-    ClientStats {
-        send_lateness_p50_s: percentile_type7(&late, 0.5),
-        send_lateness_p99_s: percentile_type7(&late, 0.99),
-        send_lateness_max_s: late.last().copied(),
-        client_queued: rows
-            .iter()
-            .filter(|r| r.client_queue_s.is_some_and(|q| q > 1e-3))
-            .count() as u64,
-    }
 }
 
 fn write_json(path: &Path, v: &impl Serialize) -> Result<(), RunError> {
@@ -1091,44 +937,6 @@ pub fn progress_bar(quiet: bool) -> ProgressBar {
     pb
 }
 
-/// Human-readable lines of a summary (printed at the end of a run).
-pub fn summary_text(s: &Summary, c: &ClientStats) -> String {
-    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e3));
-    format!(
-        "requests: {} offered, {} completed, {} errors, {} unfinished over {:.1} s\n\
-         throughput: {:.2} req/s, {:.1} output tok/s; SLO goodput {:.2} req/s\n\
-         TTFT ms  mean {} p50 {} p90 {} p99 {}\n\
-         TPOT ms  mean {} p50 {} p90 {} p99 {}\n\
-         E2E  ms  mean {} p50 {} p99 {}\n\
-         stalls: {}; preemptions (server) {}; send lateness ms p50 {} p99 {} max {}; client-queued {}",
-        s.arrivals,
-        s.completed,
-        s.errors,
-        s.unfinished,
-        s.window_s,
-        s.throughput_rps,
-        s.output_tokens_per_s,
-        s.slo_goodput_rps,
-        ms(s.ttft.mean),
-        ms(s.ttft.p50),
-        ms(s.ttft.p90),
-        ms(s.ttft.p99),
-        ms(s.tpot.mean),
-        ms(s.tpot.p50),
-        ms(s.tpot.p90),
-        ms(s.tpot.p99),
-        ms(s.e2e.mean),
-        ms(s.e2e.p50),
-        ms(s.e2e.p99),
-        s.stalls,
-        s.preemptions,
-        ms(c.send_lateness_p50_s),
-        ms(c.send_lateness_p99_s),
-        ms(c.send_lateness_max_s),
-        c.client_queued,
-    )
-}
-
 /// A tokio runtime for the CLI (2 worker threads is plenty for a load generator on loopback).
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
@@ -1137,6 +945,23 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Writes `text` to stdout. A closed reader (`run … | head -1`) is not an error: the
+/// output stops there quietly, as ripgrep does; any other write error is.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// `bench-native run`: the load test, its summary on stdout, and a failure exit status
+/// when every request failed (the files are written all the same).
+///
+/// # Errors
+/// Invalid options, pre-flight failures, file errors, and a run whose every request
+/// failed.
 pub fn execute(args: RunArgs) -> anyhow::Result<()> {
     let cfg = RunConfig::try_from(&args)?;
     let rt = runtime()?;
@@ -1151,30 +976,33 @@ pub fn execute(args: RunArgs) -> anyhow::Result<()> {
             report.scheduled
         );
     }
-    println!("{}", summary_text(&report.summary, &report.client));
-    if report.sender_priority == SenderPriority::Normal {
-        println!(
-            "sender thread: normal priority (SCHED_FIFO not permitted or one core); on a busy \
-             machine sends can be late by a time slice"
+    let mut text = summary_text(&report.summary, &report.client) + "\n";
+    let failures = failures_text(&report.rows);
+    if let Some((failed, why)) = &failures {
+        text += &format!(
+            "failed: {failed} of {} requests: {why}\n",
+            report.rows.len()
         );
     }
-    println!(
-        "files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}",
+    if report.sender_priority == SenderPriority::Normal {
+        text += "sender thread: normal priority (SCHED_FIFO not permitted or one core); on a \
+                 busy machine sends can be late by a time slice\n";
+    }
+    text += &format!(
+        "files: {}/{{requests.csv, summary.json, summary.csv, metadata.json, metrics.csv}}\n",
         cfg.out_dir.display()
     );
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_columns_match_row_fields() {
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.serialize(RequestRow::default()).unwrap();
-        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
-        let header = text.lines().next().unwrap();
-        assert_eq!(header, REQUEST_COLUMNS.join(","));
+    print_out(&text)?;
+    let all_failed = !report.rows.is_empty()
+        && report
+            .rows
+            .iter()
+            .all(|r| r.outcome == Outcome::Error.as_str());
+    match failures {
+        Some((failed, why)) if all_failed => anyhow::bail!(
+            "all {failed} requests failed: {why} (rows in {})",
+            cfg.out_dir.join("requests.csv").display()
+        ),
+        _ => Ok(()),
     }
 }
