@@ -521,7 +521,7 @@ mod tests {
     fn a_fit_file_gives_its_ubatch_model_and_overhead_unless_told_otherwise() {
         let fit = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../results/validate_llama/session7_e/fit.json"
+            "/tests/fixtures/llama_server_fit.json"
         );
         let (m, overhead) = load_cost(fit).unwrap();
         assert!(matches!(m, CostModel::Ubatch(_)), "{m:?}");

@@ -72,7 +72,7 @@ Examples:
   bench-native validate --url http://127.0.0.1:8080 --budget 512 --rounds 2 --out /tmp/val2
 
   # the same measurements, predicted again by this build's models (no server)
-  bench-native validate --replay results/validate_llama/session7_d --out /tmp/replay
+  bench-native validate --replay results/validate_llama --out /tmp/replay
 
 Files written to --out: validate.md (table, command at the top), validate.csv (one row per
 rate: predicted, measured and relative error of each metric), microbench.json/.csv,
