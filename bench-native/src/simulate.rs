@@ -21,7 +21,7 @@ use std::path::PathBuf;
     bench-native simulate --rate 3 --max-in-system 12            # threshold admission: reject while 12 are in the system\n  \
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \
-    bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 1e8 --max-requests 1000000000   # past the default limit")]
+    bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 20000000 --max-requests 200000000   # past the default limit")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s] (default 1; not with --trace).
     #[arg(long)]

@@ -195,8 +195,8 @@ pub struct ValidateArgs {
     /// microbenchmarks are re-fitted and its traces re-simulated with this build's models,
     /// against its measurements (no server needed). Reads DIR, writes --out (may be DIR).
     /// The server and workload (--scale, --max-len, --seed, --budget, --slots,
-    /// --kv-tokens) are the recorded run's, from DIR's `run_args.json` or its report's
-    /// command; the model options (--cost…) are this command's.
+    /// --kv-tokens) are the recorded run's, from DIR's `run_args.json`; the model options
+    /// (--cost…) are this command's.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
 }
@@ -210,6 +210,16 @@ pub struct ValidateArgs {
 pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateReport> {
     if args.requests == 0 || args.scale.is_nan() || args.scale <= 0.0 || args.max_len < 2 {
         bail!("--requests must be >= 1, --scale > 0, --max-len >= 2");
+    }
+    let rates = args.rates.as_ref().map_or(args.load.len(), Vec::len);
+    let max = crate::args::limits::DEFAULT_MAX_REQUESTS;
+    if args.requests as f64 * rates as f64 > max as f64 {
+        return Err(crate::args::ArgError::TooMuchWork(format!(
+            "validate: --requests {} × {rates} rates is more than {max} requests to simulate \
+             (and measure); lower --requests",
+            args.requests
+        ))
+        .into());
     }
     let out = &args.out;
     std::fs::create_dir_all(out.join("sim"))
