@@ -10,7 +10,7 @@
 //!
 //! A speed goal, so it is `#[ignore]`d in the normal suite (2-core CI machines share the
 //! CPU with the fake server); run it with
-//! `cargo test -p bench-native --release --test client_capability -- --ignored --nocapture`.
+//! `cargo test -p bench-native --release --test bench_native client_capability -- --ignored --nocapture`.
 //! The other tests here check, against the same fake server, what the sender must keep
 //! doing whatever its timing: a concurrency cap waits in the client and counts as
 //! lateness, and a stop ends the run promptly with in-flight requests `unfinished`.

@@ -324,3 +324,57 @@ fn a_replay_takes_the_server_and_workload_from_the_recording() {
     );
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A replay reads the recording's `run_args.json`, never its report: without one it is an
+/// error that says what to write, not a guess from this command's flags.
+#[test]
+fn a_replay_without_run_args_says_what_to_write() {
+    let base = std::env::temp_dir().join(format!("kvqueue-replay-noargs-{}", std::process::id()));
+    let rec = base.join("rec");
+    let _ = std::fs::remove_dir_all(&base);
+    let src = fixture("llama_server_run");
+    for e in walk(&src) {
+        let to = rec.join(e.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&e, &to).unwrap();
+    }
+    std::fs::remove_file(rec.join(validate::RECORDED_ARGS)).unwrap();
+    // a report that names other flags is not read
+    std::fs::write(
+        rec.join("validate.md"),
+        "```text\nbench-native validate --url http://x --budget 64 --out y\n```\n",
+    )
+    .unwrap();
+    let Sub::Validate(args) = Cli::try_parse_from([
+        "bench-native",
+        "validate",
+        "--replay",
+        rec.to_str().unwrap(),
+        "--out",
+        base.join("out").to_str().unwrap(),
+    ])
+    .unwrap()
+    .command
+    else {
+        panic!()
+    };
+    let e = format!("{:#}", validate::validate(&args, "").unwrap_err());
+    assert!(
+        e.contains("run_args.json") && e.contains("\"max_len\": 512"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
