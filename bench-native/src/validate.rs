@@ -80,7 +80,8 @@ Examples:
   bench-native validate --replay results/validate_llama --out /tmp/replay
 
 Files written to --out: validate.md (table, command at the top), validate.csv (one row per
-rate: predicted, measured and relative error of each metric), microbench.json/.csv,
+rate: predicted, measured and relative error of each metric), run_args.json (the server and
+workload flags, what --replay reads), microbench.json/.csv,
 fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace),
 sim/requests-<rate>.csv (every simulated request, ids as in the real run's) and
 rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.csv);

@@ -10,9 +10,11 @@ use engine::workload::ArrivalProcess;
 /// documented 10 M-request run takes ≈ 3 s).
 pub const DEFAULT_MAX_REQUESTS: u64 = 100_000_000;
 
-/// The smallest gamma shape `--burstiness` accepts. Below it (c_a² = 1/k above 1000) the
-/// gamma sampler's gaps underflow to 0 and arrivals pile up at one instant without end.
-pub const MIN_BURSTINESS: f64 = 1e-3;
+/// The smallest gamma shape `--burstiness` accepts. A gap is `Gamma(k+1)·U^(1/k)/(kλ)`,
+/// which underflows to exactly 0 unless U > (1e-308·k)^k: at k = 1e-6 most gaps are 0
+/// (bursts of over a thousand simultaneous arrivals), at k = 1e-300 every gap is, and the
+/// arrival clock never reaches the horizon.
+pub const MIN_BURSTINESS: f64 = 1e-6;
 
 /// Checks `--burstiness` (finite, ≥ [`MIN_BURSTINESS`]).
 ///
@@ -24,16 +26,19 @@ pub fn check_burstiness(k: f64) -> Result<(), ArgError> {
     } else {
         Err(ArgError::range(
             "--burstiness",
-            "a finite number >= 0.001 (c_a² = 1/k at most 1000)",
+            "a finite number >= 1e-6 (c_a² = 1/k at most 1e6)",
             super::num(k),
         ))
     }
 }
 
-/// Expected requests of one run: rate × horizon for a renewal process, the timestamps
-/// before the horizon for a trace.
+/// Expected requests of one run: rate × horizon for a renewal process (plus the gamma
+/// renewal's front-loaded (1/k − 1)/2), the timestamps before the horizon for a trace.
 pub fn requests_per_run(c: &SimConfig) -> f64 {
     match &c.workload.arrivals {
+        ArrivalProcess::Gamma { rate, burstiness } => {
+            rate * c.horizon_s + ((1.0 / burstiness - 1.0) / 2.0).max(0.0)
+        }
         ArrivalProcess::Trace { requests } => requests
             .iter()
             .take_while(|r| r.arrival <= c.horizon_s)
