@@ -38,6 +38,7 @@ use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
 use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
+use crate::limits::{Limits, MAX_DRAIN_HORIZONS};
 use crate::metrics::{Accumulator, Summary};
 use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
@@ -84,6 +85,12 @@ pub struct RunStats {
     /// reserved at its arrival plus its own — over arrivals that reached the KV check.
     /// Above the capacity iff some arrival was refused for want of KV. 0 in paged mode.
     pub peak_kv_demand_blocks: u64,
+    /// A drained run stopped at its cap, `horizon × (1 +`
+    /// [`MAX_DRAIN_HORIZONS`]`)`, with requests still in the system: the server cannot
+    /// keep up (saturated) or its iterations take ages. Those requests are recorded as
+    /// unfinished and `end_s` is where it stopped. Never set for a cut run.
+    #[serde(default)]
+    pub unstable: bool,
 }
 
 /// What a run returns.
@@ -97,11 +104,12 @@ pub struct SimReport {
     pub stats: RunStats,
 }
 
-/// Simulates one configuration.
+/// Simulates one configuration, within the default [`Limits`].
 ///
 /// # Errors
 /// [`ConfigError`] for an invalid configuration (λ ≤ 0, B = 0, KV smaller than one
-/// request, NaN…); never panics on user input.
+/// request, NaN…, or past a bound of [`crate::limits`]: too many requests, B or K too
+/// large…); never panics on user input.
 ///
 /// # Examples
 /// ```
@@ -110,7 +118,15 @@ pub struct SimReport {
 /// assert!(report.summary.ttft.mean.unwrap() > 0.0);
 /// ```
 pub fn simulate(cfg: &SimConfig) -> Result<SimReport, ConfigError> {
-    cfg.validate()?;
+    simulate_with(cfg, &Limits::default())
+}
+
+/// [`simulate`] within other work limits (e.g. a raised request limit).
+///
+/// # Errors
+/// As [`simulate`], against `limits`.
+pub fn simulate_with(cfg: &SimConfig, limits: &Limits) -> Result<SimReport, ConfigError> {
+    cfg.validate_with(limits)?;
     let stream = cfg.workload.stream(cfg.seed, cfg.horizon_s)?;
     // Expected arrivals, to size the metrics' buffers (a hint, not a bound).
     let expected = (cfg.workload.rate() * cfg.horizon_s).min(usize::MAX as f64) as usize;
@@ -118,7 +134,8 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, ConfigError> {
 }
 
 /// Simulates `cfg` on an explicit request sequence (sorted by arrival). The workload in
-/// `cfg` is ignored; `cfg` must already be valid.
+/// `cfg` is ignored; `cfg` must already be valid ([`SimConfig::validate`]: within the
+/// structural bounds of [`crate::limits`]).
 pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests: I) -> SimReport {
     let hint = requests.size_hint().0;
     simulate_with_hint(cfg, requests, hint)
@@ -190,6 +207,9 @@ struct Sim<'a, S: Scheduler> {
     paged: bool,
     emit_at_prefill: bool,
     cut: bool,
+    /// The run stops at an iteration that would end after this: the horizon when cut,
+    /// the drain cap ([`MAX_DRAIN_HORIZONS`]) when drained [s].
+    stop_at: f64,
     max_in_system: u64,
     context_cost: bool,
     /// Whether the cost charges prompt-chunk attention pairs (`BatchShape::prefill_attn`).
@@ -242,6 +262,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             paged,
             emit_at_prefill: cfg.first_token == FirstToken::AfterPrefill,
             cut: cfg.end == EndRule::Cut,
+            stop_at: match cfg.end {
+                EndRule::Cut => cfg.horizon_s,
+                EndRule::Drain => cfg.horizon_s * (1.0 + MAX_DRAIN_HORIZONS),
+            },
             max_in_system: match s.admission {
                 Admission::All => u64::MAX,
                 Admission::MaxInSystem { max_in_system } => max_in_system as u64,
@@ -588,8 +612,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         };
         let d = self.cost.iteration(&shape);
         let t_end = self.t + d;
-        if self.cut && t_end > self.cfg.horizon_s {
-            return Step::Stop;
+        if t_end > self.stop_at {
+            return self.stop();
         }
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
@@ -656,11 +680,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             k = k.min(tick - self.clock.ticks);
         }
         let mut k = k.max(1);
-        if self.cut {
-            let h = self.cfg.horizon_s;
-            if at(1) > h {
-                return Step::Stop;
-            }
+        let h = self.stop_at;
+        if at(1) > h {
+            return self.stop();
+        }
+        if self.cut || at(k) > h {
             let guess = (h - a.t0) / d - count_f64(a.iters);
             k = k.min(last_boundary_at_or_before(&at, h, k, guess));
         }
@@ -807,19 +831,33 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
+    /// Ends the run at the next iteration: at the horizon when cut; a drained run that
+    /// reached its cap is unstable.
+    fn stop(&mut self) -> Step {
+        if !self.cut {
+            self.stats.unstable = true;
+        }
+        Step::Stop
+    }
+
     fn finish<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
-        if self.cut {
+        if self.cut || self.stats.unstable {
             // Arrivals up to the horizon are still admitted or rejected (no releases).
             for r in requests {
                 self.arrive(r);
             }
-            let h = self.cfg.horizon_s;
+            // An unstable run ends where it stopped (or at its last entry, if later).
+            let h = if self.cut {
+                self.cfg.horizon_s
+            } else {
+                max_f64(self.t, self.area_t)
+            };
             self.area += count_f64(self.in_system) * (h - self.area_t).max(0.0);
             self.area_t = h;
             for s in &mut self.running[..self.attached] {
                 self.clock.sync(s);
             }
-            // The state at the horizon, still holding the unfinished requests.
+            // The state at the end, still holding the unfinished requests.
             self.sample_through(h);
             let mut left: Vec<Seq> = std::mem::take(&mut self.running);
             left.extend(self.sched.drain());
