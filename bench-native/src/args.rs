@@ -24,6 +24,7 @@ pub use model::{
 };
 
 use anyhow::Context;
+use engine::limits::Limits;
 use engine::sweep::SweepSpec;
 use thiserror::Error;
 
@@ -131,6 +132,7 @@ pub fn sweep_spec(
             seed: g.seeds[0],
         },
         LISTS,
+        limits::Scope::Sweep,
     )?;
     let spec = SweepSpec {
         base,
@@ -140,20 +142,24 @@ pub fn sweep_spec(
         seeds: g.seeds,
         reuse,
     };
+    let work = model.work_limits(limits::Scope::Sweep);
     for (r, b, k) in spec.points() {
-        check_point(&spec.config(r, b, k, spec.seeds[0]), LISTS)?;
+        let c = spec.config(r, b, k, spec.seeds[0]);
+        check_point(&c, LISTS)?;
+        limits::check(
+            "one run of this grid",
+            engine::limits::run_requests(&c),
+            "rate × horizon",
+            work.max_requests_per_run,
+        )?;
     }
-    spec.validate().context("invalid grid")?;
+    // the work of all runs is the caller's to check (shards, noise floors)
+    let structural = Limits {
+        max_requests_per_sweep: f64::INFINITY,
+        ..work
+    };
+    spec.validate_with(&structural).context("invalid grid")?;
     Ok((spec, g.seeds_text))
-}
-
-/// Expected requests of `seeds` runs at each of `points` of `spec`.
-pub fn grid_requests(spec: &SweepSpec, points: &[(f64, u32, u64)], seeds: usize) -> f64 {
-    points
-        .iter()
-        .map(|&(r, b, k)| limits::requests_per_run(&spec.config(r, b, k, spec.seeds[0])))
-        .sum::<f64>()
-        * seeds as f64
 }
 
 #[cfg(test)]

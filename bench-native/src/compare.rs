@@ -18,7 +18,8 @@
 //!   completions) has no error for that metric and is counted as such; an unstable or
 //!   unsupported prediction is counted per model, never silently dropped.
 
-use crate::args::{self, limits, GridArgs, GridDefaults, ModelArgs, Seeds};
+use crate::args::limits::{self, Scope};
+use crate::args::{self, GridArgs, GridDefaults, ModelArgs, Seeds};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use engine::analytic::{predict, AnalyticError, ModelKind, Predicted, Prediction};
@@ -581,15 +582,15 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         a.models.iter().map(|&m| m.into()).collect()
     };
     let noise_runs = noise_spec.as_ref().map_or(0, SweepSpec::runs);
+    let work = a.model.work_limits(Scope::Sweep);
     limits::check(
         "compare",
-        args::grid_requests(
-            &spec,
-            &spec.points(),
-            spec.seeds.len() + noise_runs / spec.points().len().max(1),
-        ),
+        engine::limits::sweep_requests(&spec)
+            + noise_spec
+                .as_ref()
+                .map_or(0.0, engine::limits::sweep_requests),
         &format!("{} runs × rate × horizon", spec.runs() + noise_runs),
-        a.model.max_requests,
+        work.max_requests_per_sweep,
     )?;
     let bar = indicatif::ProgressBar::new((spec.runs() + noise_runs) as u64);
     bar.set_style(
@@ -604,7 +605,9 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         .num_threads(threads)
         .build()?;
     let points = pool.install(|| {
-        engine::sweep::run_sweep_parallel(&spec, None, &|d, _| bar.set_position(d as u64))
+        engine::sweep::run_sweep_parallel_with(&spec, None, &work, &|d, _| {
+            bar.set_position(d as u64)
+        })
     })?;
     let sim_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -613,7 +616,7 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         Some(ns) => {
             let done = spec.runs();
             Some(pool.install(|| {
-                engine::sweep::run_sweep_parallel(ns, None, &|d, _| {
+                engine::sweep::run_sweep_parallel_with(ns, None, &work, &|d, _| {
                     bar.set_position((done + d) as u64)
                 })
             })?)

@@ -1,7 +1,8 @@
 //! `bench-native simulate`: one configuration through the engine's simulator, printed as a
 //! table (or JSON), optionally with the per-request CSV.
 
-use crate::args::{self, limits, ModelArgs, Point, SINGLE};
+use crate::args::limits::{Limits, Scope};
+use crate::args::{self, ModelArgs, Point, SINGLE};
 use anyhow::Context;
 use clap::Args;
 use engine::config::{Admission, SimConfig};
@@ -71,7 +72,7 @@ impl SimulateArgs {
             kv: self.kv.unwrap_or(8192),
             seed: self.seed,
         };
-        let mut cfg = model.config(point, SINGLE)?;
+        let mut cfg = model.config(point, SINGLE, Scope::Run)?;
         if let Some(slo) = self.dp_slo {
             if !(slo.is_finite() && slo > 0.0) {
                 return Err(args::ArgError::range(
@@ -87,12 +88,6 @@ impl SimulateArgs {
                 max_in_system: t.max_in_system,
             };
         }
-        limits::check(
-            "simulate",
-            limits::requests_per_run(&cfg),
-            "rate × horizon",
-            self.model.max_requests,
-        )?;
         cfg.keep_records = self.records.is_some();
         Ok(cfg)
     }
@@ -124,12 +119,13 @@ impl<I: Iterator<Item = Request>> Iterator for Ticking<I> {
     }
 }
 
-/// Simulates `cfg`, with a progress bar on a long run.
-fn run(cfg: &SimConfig) -> anyhow::Result<engine::sim::SimReport> {
-    let expected = limits::requests_per_run(cfg);
+/// Simulates `cfg` (checked against `work`), with a progress bar on a long run.
+fn run(cfg: &SimConfig, work: &Limits) -> anyhow::Result<engine::sim::SimReport> {
+    let expected = engine::limits::run_requests(cfg);
     if expected <= PROGRESS_ABOVE {
-        return Ok(engine::sim::simulate(cfg)?);
+        return Ok(engine::sim::simulate_with(cfg, work)?);
     }
+    cfg.validate_with(work)?;
     let bar = indicatif::ProgressBar::new(expected as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -157,7 +153,7 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
         }
     }
     let t = std::time::Instant::now();
-    let rep = run(&cfg)?;
+    let rep = run(&cfg, &a.model.work_limits(Scope::Run))?;
     let took = t.elapsed();
     if let Some(path) = &a.records {
         let mut s = String::from(engine::sweep::RECORD_COLUMNS);

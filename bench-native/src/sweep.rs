@@ -1,6 +1,7 @@
 //! `bench-native sweep` and `merge`: grids of simulations written to `results/`.
 
-use crate::args::{self, limits, GridArgs, GridDefaults, ModelArgs};
+use crate::args::limits::{self, Limits, Scope};
+use crate::args::{self, GridArgs, GridDefaults, ModelArgs};
 use anyhow::Context;
 use clap::Args;
 use engine::metrics::Summary;
@@ -151,11 +152,12 @@ pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> 
             .collect(),
         None => all,
     };
+    let share = points.len() as f64 / spec.points().len().max(1) as f64;
     limits::check(
         "sweep",
-        args::grid_requests(&spec, &points, spec.seeds.len()),
+        engine::limits::sweep_requests(&spec) * share,
         &format!("{} runs × rate × horizon", points.len() * spec.seeds.len()),
-        a.model.max_requests,
+        a.model.work_limits(Scope::Sweep).max_requests_per_sweep,
     )?;
     let runs = points.len() * spec.seeds.len();
     Ok((spec, shard, runs))
@@ -164,6 +166,11 @@ pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> 
 pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     let threads = args::threads(a.threads)?;
     let (spec, shard, runs) = spec(&a)?;
+    // all runs were checked above, by the shard's share
+    let work = Limits {
+        max_requests_per_sweep: f64::INFINITY,
+        ..a.model.work_limits(Scope::Sweep)
+    };
     let bar = indicatif::ProgressBar::new(runs as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -174,7 +181,7 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     );
     let t = Instant::now();
     let points = if threads == 1 {
-        engine::sweep::run_sweep(&spec, shard, &mut |d, _| {
+        engine::sweep::run_sweep_with(&spec, shard, &work, &mut |d, _| {
             if d % 16 == 0 {
                 bar.set_position(d as u64);
             }
@@ -186,7 +193,9 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
             .num_threads(threads)
             .build()?;
         pool.install(|| {
-            engine::sweep::run_sweep_parallel(&spec, shard, &|d, _| bar.set_position(d as u64))
+            engine::sweep::run_sweep_parallel_with(&spec, shard, &work, &|d, _| {
+                bar.set_position(d as u64)
+            })
         })?
     };
     let secs = t.elapsed().as_secs_f64();
@@ -239,7 +248,7 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
             for &seed in &p.seeds {
                 let mut cfg = spec.config(p.rate, p.max_batch, p.kv_tokens, seed);
                 cfg.keep_records = true;
-                let rep = engine::sim::simulate(&cfg)?;
+                let rep = engine::sim::simulate_with(&cfg, &work)?;
                 w.write_all(
                     records_csv(
                         &rep.records,

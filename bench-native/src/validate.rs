@@ -213,10 +213,10 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         bail!("--requests must be >= 1, --scale > 0, --max-len >= 2");
     }
     let rates = args.rates.as_ref().map_or(args.load.len(), Vec::len);
-    let max = crate::args::limits::DEFAULT_MAX_REQUESTS;
-    if args.requests as f64 * rates as f64 > max as f64 {
+    let max = crate::args::limits::Limits::default().max_requests_per_sweep;
+    if args.requests as f64 * rates as f64 > max {
         return Err(crate::args::ArgError::TooMuchWork(format!(
-            "validate: --requests {} × {rates} rates is more than {max} requests to simulate \
+            "validate: --requests {} × {rates} rates is more than {max:.0} requests to simulate \
              (and measure); lower --requests",
             args.requests
         ))

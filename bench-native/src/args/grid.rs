@@ -5,8 +5,9 @@ use super::{ArgError, LISTS};
 use clap::Args;
 use std::fmt;
 
-/// The most seeds one `--seeds` may list (a range is expanded into a list).
-pub const MAX_SEEDS: u64 = 1_000_000;
+/// The most seeds one `--seeds` may list (a range is expanded into a list): the engine's
+/// bound for a sweep.
+pub const MAX_SEEDS: u64 = engine::limits::MAX_SEEDS as u64;
 
 /// Seeds: a range `0-4` or a list `1,5,9`, as given (shown back in messages as typed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,10 +122,13 @@ impl GridArgs {
             (None, Some(r)) => r.clone(),
             (None, None) => defaults.rates.to_vec(),
         };
-        if let Some(r) = rates.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+        if let Some(r) = rates
+            .iter()
+            .find(|r| !(r.is_finite() && **r > 0.0 && **r <= engine::limits::MAX_RATE))
+        {
             return Err(ArgError::range(
                 LISTS.rate,
-                "finite numbers > 0 [req/s]",
+                "finite numbers > 0 and at most 1e9 [req/s]",
                 super::num(*r),
             ));
         }
@@ -169,8 +173,8 @@ mod tests {
         );
         assert_eq!(
             Seeds::parse("0-18446744073709551615").unwrap_err(),
-            "the range 0-18446744073709551615 is 18446744073709551616 seeds; at most 1000000"
+            "the range 0-18446744073709551615 is 18446744073709551616 seeds; at most 10000"
         );
-        assert!(Seeds::parse("0-999999").is_ok());
+        assert!(Seeds::parse("0-9999").is_ok() && Seeds::parse("0-10000").is_err());
     }
 }

@@ -2,8 +2,9 @@
 //! lengths, arrivals, cost, end rule, admission…) and the step that turns them into a
 //! checked `SimConfig` for one grid point.
 
+use super::limits::{self, Limits, Scope};
 use super::trace::TraceFile;
-use super::{limits, load_cost, roofline, ArgError, PointFlags};
+use super::{load_cost, roofline, ArgError, PointFlags};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
@@ -169,10 +170,12 @@ pub struct ModelArgs {
     /// TPOT SLO for SLO goodput [s].
     #[arg(long)]
     pub slo_tpot: Option<f64>,
-    /// Refuse to start when the command would simulate more requests than this (the
-    /// estimate is rate × horizon per run, summed over the runs).
-    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_MAX_REQUESTS)]
-    pub max_requests: u64,
+    /// Refuse to start when the command would simulate more requests than this, estimated
+    /// before it starts (rate × horizon per run, summed over a sweep's runs). Default: the
+    /// engine's limits, 20,000,000 for one run, 50,000,000 for all runs of a sweep or
+    /// compare.
+    #[arg(long, value_name = "N")]
+    pub max_requests: Option<u64>,
 }
 
 impl ModelArgs {
@@ -229,6 +232,13 @@ impl ModelArgs {
             }
         }
         pos("--horizon", "a finite number > 0 [s]", self.horizon)?;
+        if let Some(h) = self.horizon.filter(|&h| h > limits::MAX_HORIZON_S) {
+            return Err(ArgError::range(
+                "--horizon",
+                "at most 1e9 [s]",
+                super::num(h),
+            ));
+        }
         pos("--slo-ttft", "a finite number > 0 [s]", self.slo_ttft)?;
         pos("--slo-tpot", "a finite number > 0 [s]", self.slo_tpot)?;
         if let Some(m) = self.max_model_len.filter(|&m| m < 2) {
@@ -253,18 +263,19 @@ impl ModelArgs {
     }
 
     /// The configuration at one grid point, every value checked against the flag it came
-    /// from (`flags` names the point's own: `--rate` or `--rates`…).
+    /// from (`flags` names the point's own: `--rate` or `--rates`…), the run's work
+    /// within the limits of a command of `scope`.
     ///
     /// # Errors
     /// [`ArgError`] naming the flag; a cost or trace file that cannot be read; what the
     /// engine still refuses (its own message).
-    pub fn config(&self, p: Point, flags: PointFlags) -> anyhow::Result<SimConfig> {
+    pub fn config(&self, p: Point, flags: PointFlags, scope: Scope) -> anyhow::Result<SimConfig> {
         self.check_flags()?;
         let trace = self.trace_file()?;
-        if trace.is_none() && !(p.rate.is_finite() && p.rate > 0.0) {
+        if trace.is_none() && !(p.rate.is_finite() && p.rate > 0.0 && p.rate <= limits::MAX_RATE) {
             return Err(ArgError::range(
                 flags.rate,
-                "a finite number > 0 [req/s]",
+                "a finite number > 0 and at most 1e9 [req/s]",
                 super::num(p.rate),
             )
             .into());
@@ -289,8 +300,23 @@ impl ModelArgs {
         self.apply_cost(&mut c)?;
         self.apply_run(&mut c);
         check_point(&c, flags)?;
-        c.validate().context("invalid configuration")?;
+        let work = self.work_limits(scope);
+        limits::check(
+            match scope {
+                Scope::Run => "this run",
+                Scope::Sweep => "one run of this grid",
+            },
+            engine::limits::run_requests(&c),
+            "rate × horizon",
+            work.max_requests_per_run,
+        )?;
+        c.validate_with(&work).context("invalid configuration")?;
         Ok(c)
+    }
+
+    /// The work limits of a command of `scope` (`--max-requests` in place of the default).
+    pub fn work_limits(&self, scope: Scope) -> Limits {
+        limits::work_limits(self.max_requests, scope)
     }
 
     fn preset_config(&self, p: Point) -> SimConfig {
@@ -446,8 +472,14 @@ pub fn check_point(c: &SimConfig, flags: PointFlags) -> Result<(), ArgError> {
     if b == 0 {
         return Err(ArgError::range(flags.batch, "at least 1", 0));
     }
+    if b > limits::MAX_BATCH {
+        return Err(ArgError::range(flags.batch, "at most 65536", b));
+    }
     if k == 0 {
         return Err(ArgError::range(flags.kv, "at least 1 [tokens]", 0));
+    }
+    if k > limits::MAX_KV_TOKENS {
+        return Err(ArgError::range(flags.kv, "at most 2^40 [tokens]", k));
     }
     if bs > k {
         return Err(ArgError::Conflict(format!(

@@ -69,7 +69,7 @@ fn errors_name_the_flags_and_the_values_the_user_set() {
     assert!(simulate_error(&["--overhead-ms=-1"]).contains("--overhead-ms must be"));
     assert_eq!(
         simulate_error(&["--rate", "0"]),
-        "--rate must be a finite number > 0 [req/s], got 0"
+        "--rate must be a finite number > 0 and at most 1e9 [req/s], got 0"
     );
     // llama.cpp's slots own K/B tokens each: the message is about --kv and --batch
     let e = simulate_error(&["--preset", "llama-cpp", "--kv", "10"]);
@@ -110,7 +110,7 @@ fn errors_name_the_flags_and_the_values_the_user_set() {
 fn seeds_are_parsed_with_their_flag_and_never_overflow() {
     for (seeds, says) in [
         ("a-b", "'a' is not a seed"),
-        ("0-18446744073709551615", "at most 1000000"),
+        ("0-18446744073709551615", "at most 10000"),
         ("1,x", "'x' is not a seed"),
     ] {
         let e = Cli::try_parse_from(["bench-native", "sweep", "--seeds", seeds])
@@ -157,19 +157,23 @@ fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
     let out = std::env::temp_dir().join("kvq-limits-never-written");
     let out = out.to_str().unwrap();
     for (args, says) in [
+        (vec!["simulate", "--horizon", "1e12"], "--horizon must be at most 1e9"),
         (
-            vec!["simulate", "--horizon", "1e12"],
-            "about 1.000e12 requests",
+            vec!["simulate", "--horizon", "1e8"],
+            "about 1.000e8 requests to simulate (rate × horizon), more than --max-requests 20000000",
         ),
-        (vec!["simulate", "--rate", "1e308"], "--max-requests"),
+        (vec!["simulate", "--rate", "1e308"], "--rate must be"),
         (
             vec!["simulate", "--arrivals", "gamma", "--burstiness", "1e-300"],
             "--burstiness must be",
         ),
-        (vec!["sweep", "--horizon", "1e12", "--out", out], "800 runs"),
+        (vec!["sweep", "--horizon", "1e12", "--out", out], "--horizon must be at most 1e9"),
+        (vec!["sweep", "--horizon", "1e6", "--out", out], "800 runs"),
+        (vec!["compare", "--horizon", "1e12", "--out", out], "--horizon must be at most 1e9"),
+        (vec!["compare", "--horizon", "1e6", "--out", out], "240 runs"),
         (
-            vec!["compare", "--horizon", "1e12", "--out", out],
-            "240 runs",
+            vec!["validate", "--requests", "100000000", "--out", out],
+            "lower --requests",
         ),
     ] {
         let (code, err, secs) = run_binary(&args, Duration::from_secs(30));
