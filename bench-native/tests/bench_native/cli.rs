@@ -60,6 +60,7 @@ fn run_binary(args: &[&str], limit: Duration) -> (Option<i32>, String, f64) {
 
 #[test]
 fn errors_name_the_flags_and_the_values_the_user_set() {
+    let _cpu = crate::common::cpu_bound();
     assert_eq!(
         simulate_error(&["--batch", "0"]),
         "--batch must be at least 1, got 0"
@@ -108,6 +109,7 @@ fn errors_name_the_flags_and_the_values_the_user_set() {
 
 #[test]
 fn seeds_are_parsed_with_their_flag_and_never_overflow() {
+    let _cpu = crate::common::cpu_bound();
     for (seeds, says) in [
         ("a-b", "'a' is not a seed"),
         ("0-18446744073709551615", "at most 10000"),
@@ -133,6 +135,7 @@ fn seeds_are_parsed_with_their_flag_and_never_overflow() {
 
 #[test]
 fn too_many_threads_is_an_error_not_an_abort() {
+    let _cpu = crate::common::cpu_bound();
     for sub in ["compare", "sweep"] {
         let (code, err, _) = run_binary(
             &[
@@ -154,6 +157,7 @@ fn too_many_threads_is_an_error_not_an_abort() {
 
 #[test]
 fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
+    let _cpu = crate::common::cpu_bound();
     let out = std::env::temp_dir().join("kvq-limits-never-written");
     let out = out.to_str().unwrap();
     for (args, says) in [
@@ -194,6 +198,7 @@ fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
 
 #[test]
 fn threshold_admission_rejects_beyond_its_threshold() {
+    let _cpu = crate::common::cpu_bound();
     let run = |extra: &[&str]| {
         let mut args = vec![
             "--rate",
@@ -241,6 +246,7 @@ fn threshold_admission_rejects_beyond_its_threshold() {
 
 #[test]
 fn trace_arrivals_come_from_a_file() {
+    let _cpu = crate::common::cpu_bound();
     let trace = fixture("llama_server_run/sim/trace-1.4.json");
     let trace = trace.to_str().unwrap();
     let llama = [

@@ -144,6 +144,7 @@ fn config(url: &str, name: &str, arrivals: ArrivalProcess, output: u32) -> RunCo
 
 #[test]
 fn concurrency_cap_waits_in_the_client_and_counts_as_lateness() {
+    let _cpu = crate::common::cpu_bound();
     let rt = bench_native::run::runtime().unwrap();
     let (url, _) = start_fake_server();
     // a request every 10 ms, each streaming for ≥ 32 ms (64 tokens in bursts of 8 every
@@ -184,6 +185,7 @@ fn concurrency_cap_waits_in_the_client_and_counts_as_lateness() {
 
 #[test]
 fn stop_ends_the_run_promptly_with_in_flight_requests_unfinished() {
+    let _cpu = crate::common::cpu_bound();
     let rt = bench_native::run::runtime().unwrap();
     let (url, _) = start_fake_server();
     // 10 s of 50 req/s, each streaming for ≥ 256 ms; stopped after 0.5 s
@@ -213,6 +215,7 @@ fn stop_ends_the_run_promptly_with_in_flight_requests_unfinished() {
 #[test]
 #[ignore = "speed goal; run explicitly (see module docs)"]
 fn two_hundred_requests_per_second_on_loopback() {
+    let _cpu = crate::common::cpu_bound();
     let rt = bench_native::run::runtime().unwrap();
     let (url, reads) = start_fake_server();
     // 200 req/s × 512 = 102,400 tokens/s offered, twice the goal

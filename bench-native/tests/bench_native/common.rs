@@ -17,6 +17,17 @@ pub fn live() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
+static CPU_BOUND_ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Held by the hermetic tests that keep the CPU busy (simulations, spawned binaries) and by
+/// those that time the client against a fake server, so that on a small or loaded machine
+/// the timed ones do not starve behind the busy ones in this one test binary.
+pub fn cpu_bound() -> MutexGuard<'static, ()> {
+    CPU_BOUND_ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
 /// A recorded input of the hermetic tests: `bench-native/tests/fixtures/<name>` (see the
 /// README there for what recorded each one).
 pub fn fixture(name: &str) -> PathBuf {

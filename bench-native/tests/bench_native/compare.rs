@@ -13,6 +13,7 @@ fn column(header: &str, name: &str) -> usize {
 
 #[test]
 fn compare_writes_tables_and_ours_beats_the_chain() {
+    let _cpu = crate::common::cpu_bound();
     let dir = std::env::temp_dir().join(format!("kvqueue_compare_{}", std::process::id()));
     let out = dir.to_str().unwrap();
     let cli = Cli::try_parse_from([
@@ -103,6 +104,7 @@ fn compare_writes_tables_and_ours_beats_the_chain() {
 
 #[test]
 fn noise_floor_seeds_must_differ_from_the_yardstick() {
+    let _cpu = crate::common::cpu_bound();
     let cli = Cli::try_parse_from([
         "bench-native",
         "compare",

@@ -267,6 +267,7 @@ fn validate_two_rates_against_llama_server() {
 /// requests) re-predicted by this build without a server: every cell is computed.
 #[test]
 fn replay_of_a_recorded_run() {
+    let _cpu = crate::common::cpu_bound();
     let rec = fixture("llama_server_run");
     let out = std::env::temp_dir().join(format!("kvqueue-replay-{}", std::process::id()));
     let (args, rep) = replay(&rec, &out, &[]);
@@ -300,6 +301,7 @@ fn replay_of_a_recorded_run() {
 /// replay needs no flags, and flags that contradict the recording do not change it.
 #[test]
 fn a_replay_takes_the_server_and_workload_from_the_recording() {
+    let _cpu = crate::common::cpu_bound();
     let rec = fixture("vllm_run");
     let base = std::env::temp_dir().join(format!("kvqueue-replay-args-{}", std::process::id()));
     let (_, plain) = replay(&rec, &base.join("plain"), &[]);
@@ -329,6 +331,7 @@ fn a_replay_takes_the_server_and_workload_from_the_recording() {
 /// error that says what to write, not a guess from this command's flags.
 #[test]
 fn a_replay_without_run_args_says_what_to_write() {
+    let _cpu = crate::common::cpu_bound();
     let base = std::env::temp_dir().join(format!("kvqueue-replay-noargs-{}", std::process::id()));
     let rec = base.join("rec");
     let _ = std::fs::remove_dir_all(&base);
