@@ -18,8 +18,8 @@
 //!   completions) has no error for that metric and is counted as such; an unstable or
 //!   unsupported prediction is counted per model, never silently dropped.
 
-use crate::simulate::ModelArgs;
-use crate::sweep::parse_seeds;
+use crate::args::limits::{self, Scope};
+use crate::args::{self, GridArgs, GridDefaults, ModelArgs, Seeds};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use engine::analytic::{predict, AnalyticError, ModelKind, Predicted, Prediction};
@@ -65,18 +65,8 @@ Examples:\n  \
     bench-native compare --preset vllm --kv-mode paged --rates 1,2,4,8 --batches 16,64 --kv 16384,65536 --name sharegpt_paged"
 )]
 pub struct CompareArgs {
-    /// Arrival rates [req/s], comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,3")]
-    pub rates: Vec<f64>,
-    /// Batch widths B, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
-    pub batches: Vec<u32>,
-    /// KV capacities [tokens], comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2048,4096,8192,16384")]
-    pub kv: Vec<u64>,
-    /// Seeds: a range `0-4` or a list `1,5,9`.
-    #[arg(long, default_value = "0-4")]
-    pub seeds: String,
+    #[command(flatten)]
+    pub grid: GridArgs,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Analytical models to evaluate (default: all).
@@ -94,9 +84,17 @@ pub struct CompareArgs {
     /// Also score the simulator's own mean over these seeds (disjoint from --seeds, e.g.
     /// `5-204`) as if it were a model: the row `simulator` is the error a perfect model
     /// of the expectation makes against this yardstick, i.e. the yardstick's noise floor.
-    #[arg(long, value_name = "SEEDS")]
-    pub noise_floor: Option<String>,
+    #[arg(long, value_name = "SEEDS", value_parser = Seeds::parse)]
+    pub noise_floor: Option<Seeds>,
 }
+
+/// `compare`'s default grid: 48 configurations of the reference study's.
+pub const DEFAULT_GRID: GridDefaults = GridDefaults {
+    rates: &[0.5, 1.0, 2.0, 3.0],
+    batches: &[1, 4, 8],
+    kv: &[2048, 4096, 8192, 16384],
+    seeds: (0, 4),
+};
 
 /// Metrics compared, in column order.
 pub const METRICS: [&str; 6] = [
@@ -557,28 +555,17 @@ pub(crate) fn command_line() -> String {
 }
 
 pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
-    let seeds = parse_seeds(&a.seeds)?;
-    let base = a
-        .model
-        .config(a.rates[0], a.batches[0], a.kv[0], seeds[0])?;
-    let spec = SweepSpec {
-        base,
-        rates: a.rates.clone(),
-        max_batches: a.batches.clone(),
-        kv_tokens: a.kv.clone(),
-        seeds,
-        reuse: true,
-    };
-    spec.validate().context("invalid grid")?;
+    let threads = args::threads(a.threads)?;
+    let (spec, seeds_text) = args::sweep_spec(&a.grid, &DEFAULT_GRID, &a.model, true)?;
     let noise_spec = match &a.noise_floor {
         None => None,
         Some(text) => {
-            let seeds = parse_seeds(text).context("--noise-floor")?;
+            let seeds = text.seeds.clone();
             if let Some(s) = seeds.iter().find(|s| spec.seeds.contains(s)) {
                 bail!(
                     "--noise-floor {text}: seed {s} is also a yardstick seed (--seeds {}); \
                      the noise floor needs other seeds, e.g. --noise-floor {}-{}",
-                    a.seeds,
+                    seeds_text,
                     spec.seeds.iter().max().map_or(0, |m| m + 1),
                     spec.seeds.iter().max().map_or(0, |m| m + 200),
                 );
@@ -594,12 +581,17 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
     } else {
         a.models.iter().map(|&m| m.into()).collect()
     };
-    let threads = if a.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        a.threads
-    };
     let noise_runs = noise_spec.as_ref().map_or(0, SweepSpec::runs);
+    let work = a.model.work_limits(Scope::Sweep);
+    limits::check(
+        "compare",
+        engine::limits::sweep_requests(&spec)
+            + noise_spec
+                .as_ref()
+                .map_or(0.0, engine::limits::sweep_requests),
+        &format!("{} runs × rate × horizon", spec.runs() + noise_runs),
+        work.max_requests_per_sweep,
+    )?;
     let bar = indicatif::ProgressBar::new((spec.runs() + noise_runs) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -613,7 +605,9 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         .num_threads(threads)
         .build()?;
     let points = pool.install(|| {
-        engine::sweep::run_sweep_parallel(&spec, None, &|d, _| bar.set_position(d as u64))
+        engine::sweep::run_sweep_parallel_with(&spec, None, &work, &|d, _| {
+            bar.set_position(d as u64)
+        })
     })?;
     let sim_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -622,7 +616,7 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
         Some(ns) => {
             let done = spec.runs();
             Some(pool.install(|| {
-                engine::sweep::run_sweep_parallel(ns, None, &|d, _| {
+                engine::sweep::run_sweep_parallel_with(ns, None, &work, &|d, _| {
                     bar.set_position((done + d) as u64)
                 })
             })?)

@@ -1,4 +1,5 @@
 //! bench-native library: the logic behind each subcommand, callable from tests.
+pub mod args;
 pub mod cli;
 pub mod client;
 pub mod compare;

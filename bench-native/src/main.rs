@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", bench_native::simulate::with_flag_names(&e));
+            eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

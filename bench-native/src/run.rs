@@ -277,12 +277,10 @@ impl TryFrom<&RunArgs> for RunConfig {
 
     fn try_from(a: &RunArgs) -> Result<RunConfig, RunError> {
         let workload = match &a.workload {
-            Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(io_err(p))?;
-                serde_json::from_str(&text).map_err(|e| {
-                    RunError::Invalid(format!("{}: not a workload JSON: {e}", p.display()))
-                })?
-            }
+            Some(p) => crate::args::trace::read_workload(p).map_err(|e| match e {
+                crate::args::trace::WorkloadFileError::Io { source, .. } => io_err(p)(source),
+                e => RunError::Invalid(e.to_string()),
+            })?,
             None => {
                 let arrivals = match a.arrivals {
                     Arrivals::Poisson => ArrivalProcess::Poisson { rate: a.rate },

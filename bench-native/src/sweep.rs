@@ -1,7 +1,8 @@
 //! `bench-native sweep` and `merge`: grids of simulations written to `results/`.
 
-use crate::simulate::ModelArgs;
-use anyhow::{bail, Context};
+use crate::args::limits::{self, Limits, Scope};
+use crate::args::{self, GridArgs, GridDefaults, ModelArgs};
+use anyhow::Context;
 use clap::Args;
 use engine::metrics::Summary;
 use engine::sweep::{
@@ -23,21 +24,14 @@ Examples:\n  \
     bench-native sweep --threads 1 --no-reuse           # the same, simulating every run\n  \
     bench-native sweep --rates 1,2,4 --batches 8 --kv 4096,8192 --seeds 0-9 --out results/small\n  \
     bench-native sweep --shard 0/4 --out results/shard0 # one job of a 4-way job array; then `merge`\n  \
-    bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600"
+    bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600\n  \
+    bench-native sweep --max-in-system 8 --out /tmp/threshold   # threshold admission at every grid point\n  \
+    bench-native sweep --trace results/validate_llama/sim/trace-2.5.json --preset llama-cpp --batches 2,4 --kv 8192 --budget 512 --out /tmp/trace\n  \
+    bench-native sweep --horizon 100000 --max-requests 1000000000 --out /tmp/long   # past the default limit"
 )]
 pub struct SweepArgs {
-    /// Arrival rates [req/s], comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,3,4,5,6,8")]
-    pub rates: Vec<f64>,
-    /// Batch widths B, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
-    pub batches: Vec<u32>,
-    /// KV capacities [tokens], comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2048,4096,8192,16384")]
-    pub kv: Vec<u64>,
-    /// Seeds: a range `0-4` or a list `1,5,9`.
-    #[arg(long, default_value = "0-4")]
-    pub seeds: String,
+    #[command(flatten)]
+    pub grid: GridArgs,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Output directory.
@@ -108,54 +102,74 @@ struct Timing {
     threads: usize,
 }
 
-/// `0-4` or `1,5,9`.
-pub fn parse_seeds(s: &str) -> anyhow::Result<Vec<u64>> {
-    if let Some((a, b)) = s.split_once('-') {
-        let (a, b): (u64, u64) = (a.trim().parse()?, b.trim().parse()?);
-        if b < a {
-            bail!("seed range {s} is empty");
-        }
-        return Ok((a..=b).collect());
-    }
-    s.split(',')
-        .map(|x| {
-            x.trim()
-                .parse::<u64>()
-                .with_context(|| format!("bad seed '{x}'"))
-        })
-        .collect()
-}
+/// `sweep`'s default grid: the reference study's.
+pub const DEFAULT_GRID: GridDefaults = GridDefaults {
+    rates: &[0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0],
+    batches: &[1, 2, 4, 8, 16],
+    kv: &[2048, 4096, 8192, 16384],
+    seeds: (0, 4),
+};
 
 /// `i/n` with i < n.
-pub fn parse_shard(s: &str) -> anyhow::Result<(usize, usize)> {
-    let (i, n) = s
-        .split_once('/')
-        .context("--shard must look like i/n, e.g. 0/4")?;
-    let (i, n): (usize, usize) = (i.parse()?, n.parse()?);
+///
+/// # Errors
+/// Not of that form, or i ≥ n; the message names `--shard`.
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("'{s}' is not i/n with 0 <= i < n, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
     if n == 0 || i >= n {
-        bail!("--shard {s}: need 0 <= i < n");
+        return Err(bad());
     }
     Ok((i, n))
 }
 
-pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
-    let seeds = parse_seeds(&a.seeds)?;
-    let shard = a.shard.as_deref().map(parse_shard).transpose()?;
-    let base = a
-        .model
-        .config(a.rates[0], a.batches[0], a.kv[0], seeds[0])?;
-    let spec = SweepSpec {
-        base,
-        rates: a.rates.clone(),
-        max_batches: a.batches.clone(),
-        kv_tokens: a.kv.clone(),
-        seeds,
-        reuse: !a.no_reuse,
+/// `--shard i/n`: (i, n).
+pub type Shard = (usize, usize);
+
+/// The checked sweep of `a` (every grid point checked against its flags, the work against
+/// `--max-requests`) and the runs it makes.
+///
+/// # Errors
+/// [`args::ArgError`] naming the flag; what the engine still refuses.
+pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> {
+    let (spec, _) = args::sweep_spec(&a.grid, &DEFAULT_GRID, &a.model, !a.no_reuse)?;
+    let shard = a
+        .shard
+        .as_deref()
+        .map(parse_shard)
+        .transpose()
+        .map_err(|e| args::ArgError::Conflict(format!("--shard {e}")))?;
+    let all = spec.points();
+    let points: Vec<(f64, u32, u64)> = match shard {
+        Some((i, n)) => spec
+            .shard_points(i, n)
+            .into_iter()
+            .map(|j| all[j])
+            .collect(),
+        None => all,
     };
-    spec.validate().context("invalid sweep")?;
-    let runs = match shard {
-        Some((i, n)) => spec.shard_points(i, n).len() * spec.seeds.len(),
-        None => spec.runs(),
+    let share = points.len() as f64 / spec.points().len().max(1) as f64;
+    limits::check(
+        "sweep",
+        engine::limits::sweep_requests(&spec) * share,
+        &format!("{} runs × rate × horizon", points.len() * spec.seeds.len()),
+        a.model.work_limits(Scope::Sweep).max_requests_per_sweep,
+    )?;
+    let runs = points.len() * spec.seeds.len();
+    Ok((spec, shard, runs))
+}
+
+pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
+    let threads = args::threads(a.threads)?;
+    let (spec, shard, runs) = spec(&a)?;
+    // all runs were checked above, by the shard's share
+    let work = Limits {
+        max_requests_per_sweep: f64::INFINITY,
+        ..a.model.work_limits(Scope::Sweep)
     };
     let bar = indicatif::ProgressBar::new(runs as u64);
     bar.set_style(
@@ -166,13 +180,8 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
         .progress_chars("=> "),
     );
     let t = Instant::now();
-    let threads = if a.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        a.threads
-    };
     let points = if threads == 1 {
-        engine::sweep::run_sweep(&spec, shard, &mut |d, _| {
+        engine::sweep::run_sweep_with(&spec, shard, &work, &mut |d, _| {
             if d % 16 == 0 {
                 bar.set_position(d as u64);
             }
@@ -184,7 +193,9 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
             .num_threads(threads)
             .build()?;
         pool.install(|| {
-            engine::sweep::run_sweep_parallel(&spec, shard, &|d, _| bar.set_position(d as u64))
+            engine::sweep::run_sweep_parallel_with(&spec, shard, &work, &|d, _| {
+                bar.set_position(d as u64)
+            })
         })?
     };
     let secs = t.elapsed().as_secs_f64();
@@ -237,7 +248,7 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
             for &seed in &p.seeds {
                 let mut cfg = spec.config(p.rate, p.max_batch, p.kv_tokens, seed);
                 cfg.keep_records = true;
-                let rep = engine::sim::simulate(&cfg)?;
+                let rep = engine::sim::simulate_with(&cfg, &work)?;
                 w.write_all(
                     records_csv(
                         &rep.records,
@@ -284,10 +295,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seeds_and_shards() {
-        assert_eq!(parse_seeds("0-4").unwrap(), vec![0, 1, 2, 3, 4]);
-        assert_eq!(parse_seeds("1,5").unwrap(), vec![1, 5]);
-        assert!(parse_seeds("4-1").is_err());
+    fn shards() {
         assert_eq!(parse_shard("2/8").unwrap(), (2, 8));
         assert!(parse_shard("8/8").is_err());
         assert!(parse_shard("x").is_err());

@@ -4,11 +4,12 @@
 
 use crate::cost::CostModel;
 use crate::error::{at_least_one, non_negative, positive, ConfigError};
+use crate::limits::{self, Limits};
 use crate::metrics::MetricsConfig;
 use crate::workload::{LengthDist, Workload};
 use serde::{Deserialize, Serialize};
 
-/// Scheduling policy (SPEC §2). Each is its own [`crate::scheduler::Scheduler`].
+/// Scheduling policy (docs/model.md, Policies). Each is its own [`crate::scheduler::Scheduler`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Policy {
@@ -244,7 +245,7 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// The reference study's simulator, exactly (SPEC §2 and Appendix A): continuous,
+    /// The reference study's simulator, exactly (docs/model.md, Server): continuous,
     /// token-exact reserve, reference cost, first token after the first decode, arrivals
     /// and everything else stop at the horizon (1000 s), lognormal reference lengths.
     pub fn reference(rate: f64, max_batch: u32, kv_tokens: u64) -> SimConfig {
@@ -311,12 +312,22 @@ impl SimConfig {
         }
     }
 
-    /// Checks every parameter.
+    /// Checks every parameter, and that a run fits the default [`Limits`].
     ///
     /// # Errors
     /// The first problem found: non-positive rate/horizon, B = 0, a KV cache that cannot
-    /// hold one request, NaN anywhere.
+    /// hold one request, NaN anywhere; then a value past a structural bound of
+    /// [`crate::limits`] (B, K, rate, burstiness, horizon…) or a run of more requests
+    /// than [`Limits::max_requests_per_run`] ([`ConfigError::Limit`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_with(&Limits::default())
+    }
+
+    /// [`SimConfig::validate`] against other work limits.
+    ///
+    /// # Errors
+    /// As [`SimConfig::validate`].
+    pub fn validate_with(&self, work: &Limits) -> Result<(), ConfigError> {
         self.workload.validate()?;
         self.cost.validate()?;
         positive("horizon_s", self.horizon_s)?;
@@ -361,6 +372,9 @@ impl SimConfig {
                 need_tokens: need.div_ceil(bs) * bs,
             });
         }
+        limits::check_sizes(self)?;
+        work.check_run(self)?;
+        limits::check_clock(self)?;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! Configuration errors. Every variant says what is wrong and what to do about it; the
 //! engine never panics on user input.
 
+use crate::limits::LimitError;
 use thiserror::Error;
 
 /// A configuration the engine refuses to run or evaluate.
@@ -37,6 +38,11 @@ pub enum ConfigError {
     /// A data file (CSV/JSON) could not be parsed.
     #[error("could not parse {what}: {why}")]
     Parse { what: &'static str, why: String },
+    /// Past a resource limit of the simulator ([`crate::limits`]): too much work for one
+    /// run or sweep, or a value it cannot allocate for. The variant says which and by how
+    /// much.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 /// Checks `value` is finite and > 0.

@@ -1,4 +1,4 @@
-//! Metrics, defined once (SPEC §3) and used by the simulator, the analytical comparisons,
+//! Metrics, defined once (docs/model.md, Metrics) and used by the simulator, the analytical comparisons,
 //! bench-native's measurements and the app.
 //!
 //! * TTFT = first token − arrival; TPOT = (E2E − TTFT)/(output − 1), output > 1; E2E;

@@ -26,34 +26,32 @@
 //! the reservations as they stand (releases happen only at iteration ends); an arrival at
 //! the same instant as an iteration end is processed after that iteration's completions.
 
-use crate::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
+mod clock;
+mod pending;
+mod reuse;
+mod timeseries;
+
+pub use reuse::run_also_holds_for;
+pub use timeseries::TimePoint;
+
+use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
 use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
+use crate::limits::{Limits, MAX_DRAIN_HORIZONS};
 use crate::metrics::{Accumulator, Summary};
 use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
 use crate::scheduler::{with_scheduler, Plan, PlanCtx, Scheduler, Seq};
 use crate::workload::Request;
+use clock::{
+    count_f64, emit, finish_key, first_boundary_at_or_after, last_boundary_at_or_before, Anchor,
+    DecodeClock,
+};
+use pending::Pending;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-/// The server's state at one sampling instant: instant `i` is `i · horizon /
-/// timeseries_points`, on a regular grid up to the end of the run, and the state is the
-/// one holding at that instant (after any event at exactly that time). Paged decode runs
-/// take their blocks when the run starts, so a sample inside one counts them already.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TimePoint {
-    /// The sampling instant [s].
-    pub t_s: f64,
-    /// Requests in the waiting queue.
-    pub waiting: u32,
-    /// Requests in the running set.
-    pub running: u32,
-    /// KV in use (blocks × block size) [tokens].
-    pub kv_used_tokens: u64,
-}
+use timeseries::Sampler;
 
 /// Bookkeeping of a run, for conformance checks and speed reports.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -87,6 +85,12 @@ pub struct RunStats {
     /// reserved at its arrival plus its own — over arrivals that reached the KV check.
     /// Above the capacity iff some arrival was refused for want of KV. 0 in paged mode.
     pub peak_kv_demand_blocks: u64,
+    /// A drained run stopped at its cap, `horizon × (1 +`
+    /// [`MAX_DRAIN_HORIZONS`]`)`, with requests still in the system: the server cannot
+    /// keep up (saturated) or its iterations take ages. Those requests are recorded as
+    /// unfinished and `end_s` is where it stopped. Never set for a cut run.
+    #[serde(default)]
+    pub unstable: bool,
 }
 
 /// What a run returns.
@@ -100,11 +104,12 @@ pub struct SimReport {
     pub stats: RunStats,
 }
 
-/// Simulates one configuration.
+/// Simulates one configuration, within the default [`Limits`].
 ///
 /// # Errors
 /// [`ConfigError`] for an invalid configuration (λ ≤ 0, B = 0, KV smaller than one
-/// request, NaN…); never panics on user input.
+/// request, NaN…, or past a bound of [`crate::limits`]: too many requests, B or K too
+/// large…); never panics on user input.
 ///
 /// # Examples
 /// ```
@@ -113,7 +118,15 @@ pub struct SimReport {
 /// assert!(report.summary.ttft.mean.unwrap() > 0.0);
 /// ```
 pub fn simulate(cfg: &SimConfig) -> Result<SimReport, ConfigError> {
-    cfg.validate()?;
+    simulate_with(cfg, &Limits::default())
+}
+
+/// [`simulate`] within other work limits (e.g. a raised request limit).
+///
+/// # Errors
+/// As [`simulate`], against `limits`.
+pub fn simulate_with(cfg: &SimConfig, limits: &Limits) -> Result<SimReport, ConfigError> {
+    cfg.validate_with(limits)?;
     let stream = cfg.workload.stream(cfg.seed, cfg.horizon_s)?;
     // Expected arrivals, to size the metrics' buffers (a hint, not a bound).
     let expected = (cfg.workload.rate() * cfg.horizon_s).min(usize::MAX as f64) as usize;
@@ -121,46 +134,11 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimReport, ConfigError> {
 }
 
 /// Simulates `cfg` on an explicit request sequence (sorted by arrival). The workload in
-/// `cfg` is ignored; `cfg` must already be valid.
+/// `cfg` is ignored; `cfg` must already be valid ([`SimConfig::validate`]: within the
+/// structural bounds of [`crate::limits`]).
 pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests: I) -> SimReport {
     let hint = requests.size_hint().0;
     simulate_with_hint(cfg, requests, hint)
-}
-
-/// Whether the run of a configuration with server `s` (its bookkeeping `stats`) is,
-/// exactly, also the run of the same configuration with batch width `max_batch` and KV
-/// capacity `kv_tokens` instead — every decision, time and record the same — so a sweep
-/// can reuse it rather than simulate again ([`crate::sweep::StandIns`]).
-///
-/// Reserve mode only, under the policies whose only use of B is to cap the running set
-/// (serial, static, continuous, chunked, SJF); elsewhere only the same (B, K) qualifies.
-/// - **Width.** B only ever limits how many waiting requests join. If the system never
-///   held more than B′ requests (waiting + running), no request ever waited for a slot
-///   under a width of B′ or more, and the runs agree step for step: the cost of an
-///   iteration depends on the running count, never on B.
-/// - **KV.** In reserve mode K enters only the admission test (reserved + need ≤ K). If
-///   every arrival that reached the test needed at most K′ blocks in use, each is
-///   admitted under K′ exactly as it was, and nothing else changes.
-pub fn run_also_holds_for(
-    s: &ServerConfig,
-    stats: &RunStats,
-    max_batch: u32,
-    kv_tokens: u64,
-) -> bool {
-    let bs = u64::from(s.block_size.max(1));
-    let (have, want) = (s.kv_tokens / bs, kv_tokens / bs);
-    let caps_only = s.kv_mode == KvMode::Reserve
-        && matches!(
-            s.policy,
-            Policy::Serial | Policy::Static | Policy::Continuous | Policy::Chunked | Policy::Sjf
-        );
-    if !caps_only {
-        return max_batch == s.max_batch && have == want;
-    }
-    let width =
-        max_batch == s.max_batch || stats.peak_in_system <= u64::from(max_batch.min(s.max_batch));
-    let kv = have == want || stats.peak_kv_demand_blocks <= have.min(want);
-    width && kv
 }
 
 /// [`simulate_requests`] expecting about `expected` requests (sizes buffers up front).
@@ -198,167 +176,6 @@ pub fn digest(records: &[RequestRecord]) -> u64 {
     h
 }
 
-/// The request stream with its next arrival looked ahead (what `Peekable::next_if` does,
-/// with the next entry time kept as a plain f64 — infinite when the stream is over).
-struct Pending<I> {
-    it: I,
-    next: Option<Request>,
-    /// When the server sees the next request: its arrival + `overhead` [s].
-    next_t: f64,
-    overhead: f64,
-}
-
-impl<I: Iterator<Item = Request>> Pending<I> {
-    fn new(mut it: I, overhead: f64) -> Self {
-        let next = it.next();
-        Pending {
-            next_t: next.map_or(f64::INFINITY, |r| r.arrival + overhead),
-            next,
-            it,
-            overhead,
-        }
-    }
-
-    fn peek(&self) -> Option<&Request> {
-        self.next.as_ref()
-    }
-
-    #[inline]
-    fn pop(&mut self) -> Option<Request> {
-        let r = self.next.take();
-        self.next = self.it.next();
-        self.next_t = self
-            .next
-            .map_or(f64::INFINITY, |r| r.arrival + self.overhead);
-        r
-    }
-
-    /// The next request if it arrives before `t`.
-    #[inline]
-    fn pop_before(&mut self, t: f64) -> Option<Request> {
-        if self.next_t < t {
-            self.pop()
-        } else {
-            None
-        }
-    }
-
-    /// The next request if it arrives at or before `t`.
-    #[inline]
-    fn pop_at_or_before(&mut self, t: f64) -> Option<Request> {
-        if self.next_t <= t {
-            self.pop()
-        } else {
-            None
-        }
-    }
-}
-
-impl<I: Iterator<Item = Request>> Iterator for Pending<I> {
-    type Item = Request;
-
-    fn next(&mut self) -> Option<Request> {
-        self.next.is_some().then(|| self.pop()).flatten()
-    }
-}
-
-/// A run of identical decode iterations: iteration `i` of it ends at `t0 + i·d`.
-#[derive(Clone, Copy, Debug)]
-struct Anchor {
-    t0: f64,
-    d: f64,
-    iters: u64,
-    epoch: u64,
-}
-
-/// The global decode clock behind the lazy per-token bookkeeping (see the module docs).
-///
-/// A *tick* is an iteration in which the decode set decodes. Members of the decode set
-/// hold their per-token fields as of tick [`Seq::tick0`]; [`DecodeClock::sync`] brings a
-/// member up to date from the clock's prefix count of stalls and its suffix maxima of gaps.
-#[derive(Debug, Default)]
-struct DecodeClock {
-    /// Ticks so far.
-    ticks: u64,
-    /// End of the last tick [s].
-    last_t: f64,
-    /// Ticks whose gap exceeded the stall threshold, since the start (a prefix count).
-    stall_ticks: u64,
-    /// Suffix maxima of the tick gaps: `(last tick of a stretch, gap)`, ticks increasing
-    /// and gaps strictly decreasing, so the largest gap among the ticks after `t` is the
-    /// first entry whose tick is after `t` (a monotonic stack).
-    gaps: Vec<(u64, f64)>,
-    /// Finish ticks of the decode set's members as [`finish_key`]`(tick, admit_seq)`,
-    /// earliest first; equal ticks pop in admission order, the running set's order.
-    finish: BinaryHeap<Reverse<u128>>,
-}
-
-/// A finish-heap entry: ordered by tick, then admission number, in one integer.
-#[inline]
-fn finish_key(tick: u64, admit_seq: u64) -> u128 {
-    (tick as u128) << 64 | admit_seq as u128
-}
-
-impl DecodeClock {
-    /// The decode set's earliest finish tick.
-    #[inline]
-    fn next_finish(&self) -> Option<u64> {
-        self.finish.peek().map(|e| (e.0 >> 64) as u64)
-    }
-
-    /// Records the gap of the ticks since the last record up to `last` (`n` of them, all
-    /// with the same gap [s]).
-    #[inline]
-    fn push_gaps(&mut self, last: u64, n: u64, gap: f64, stall_threshold: f64) {
-        if gap > stall_threshold {
-            self.stall_ticks += n;
-        }
-        while self.gaps.last().is_some_and(|&(_, g)| g <= gap) {
-            self.gaps.pop();
-        }
-        self.gaps.push((last, gap));
-    }
-
-    /// Largest gap among the ticks after `tick` [s], if there were any.
-    #[inline]
-    fn max_gap_after(&self, tick: u64) -> Option<f64> {
-        let i = self.gaps.partition_point(|&(t, _)| t <= tick);
-        self.gaps.get(i).map(|&(_, g)| g)
-    }
-
-    /// Brings a decode-set member's per-token fields up to the current tick.
-    #[inline]
-    fn sync(&self, s: &mut Seq) {
-        let n = self.ticks - s.tick0;
-        if n == 0 {
-            return;
-        }
-        s.generated += n as u32;
-        s.kv_tokens += n;
-        s.stalls += (self.stall_ticks - s.stall0) as u32;
-        if let Some(g) = self.max_gap_after(s.tick0) {
-            if g > s.max_gap {
-                s.max_gap = g;
-            }
-        }
-        s.last_token = self.last_t;
-        s.tick0 = self.ticks;
-        s.stall0 = self.stall_ticks;
-    }
-
-    /// Makes `s`, which has just emitted the token of the current tick individually, a
-    /// member of the decode set.
-    #[inline]
-    fn join(&mut self, s: &mut Seq) {
-        s.tick0 = self.ticks;
-        s.stall0 = self.stall_ticks;
-        self.finish.push(Reverse(finish_key(
-            self.ticks + s.remaining() as u64,
-            s.admit_seq,
-        )));
-    }
-}
-
 struct Sim<'a, S: Scheduler> {
     cfg: &'a SimConfig,
     sched: &'a mut S,
@@ -379,11 +196,7 @@ struct Sim<'a, S: Scheduler> {
     t: f64,
     acc: Accumulator,
     records: Vec<RequestRecord>,
-    timeseries: Vec<TimePoint>,
-    ts_every: f64,
-    /// The next sampling instant, `ts_index · ts_every` (infinite with no time series).
-    ts_next: f64,
-    ts_index: u64,
+    ts: Sampler,
     in_system: u64,
     area: f64,
     area_t: f64,
@@ -394,6 +207,9 @@ struct Sim<'a, S: Scheduler> {
     paged: bool,
     emit_at_prefill: bool,
     cut: bool,
+    /// The run stops at an iteration that would end after this: the horizon when cut,
+    /// the drain cap ([`MAX_DRAIN_HORIZONS`]) when drained [s].
+    stop_at: f64,
     max_in_system: u64,
     context_cost: bool,
     /// Whether the cost charges prompt-chunk attention pairs (`BatchShape::prefill_attn`).
@@ -417,11 +233,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn new(cfg: &'a SimConfig, sched: &'a mut S, expected: usize) -> Self {
         let s = &cfg.server;
         let kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
-        let ts_every = if cfg.timeseries_points > 0 {
-            cfg.horizon_s / cfg.timeseries_points as f64
-        } else {
-            f64::INFINITY
-        };
         let paged = s.kv_mode == KvMode::Paged;
         let context_cost = cfg.cost.depends_on_context();
         Sim {
@@ -438,14 +249,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             t: 0.0,
             acc: Accumulator::with_capacity(cfg.metrics.clone(), expected),
             records: Vec::new(),
-            timeseries: Vec::new(),
-            ts_every,
-            ts_next: if cfg.timeseries_points > 0 {
-                0.0
-            } else {
-                f64::INFINITY
-            },
-            ts_index: 0,
+            ts: Sampler::new(cfg.horizon_s, cfg.timeseries_points),
             in_system: 0,
             area: 0.0,
             area_t: 0.0,
@@ -458,6 +262,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             paged,
             emit_at_prefill: cfg.first_token == FirstToken::AfterPrefill,
             cut: cfg.end == EndRule::Cut,
+            stop_at: match cfg.end {
+                EndRule::Cut => cfg.horizon_s,
+                EndRule::Drain => cfg.horizon_s * (1.0 + MAX_DRAIN_HORIZONS),
+            },
             max_in_system: match s.admission {
                 Admission::All => u64::MAX,
                 Admission::MaxInSystem { max_in_system } => max_in_system as u64,
@@ -570,15 +378,15 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// changes only at events, so call this before changing it at `t`.
     #[inline]
     fn sample_before(&mut self, t: f64) {
-        while self.ts_next < t {
-            self.sample_at(self.ts_next);
+        while self.ts.next < t {
+            self.sample();
         }
     }
 
     /// [`Sim::sample_before`] including an instant at `t` itself: the end of the run.
     fn sample_through(&mut self, t: f64) {
-        while self.ts_next <= t {
-            self.sample_at(self.ts_next);
+        while self.ts.next <= t {
+            self.sample();
         }
     }
 
@@ -659,15 +467,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     #[cold]
-    fn sample_at(&mut self, t: f64) {
-        self.ts_index += 1;
-        self.ts_next = count_f64(self.ts_index) * self.ts_every;
-        self.timeseries.push(TimePoint {
-            t_s: t,
-            waiting: self.sched.waiting_len() as u32,
-            running: self.running.len() as u32,
-            kv_used_tokens: self.kv.used_blocks() * self.kv.block_size(),
-        });
+    fn sample(&mut self) {
+        self.ts.record(
+            self.sched.waiting_len() as u32,
+            self.running.len() as u32,
+            self.kv.used_blocks() * self.kv.block_size(),
+        );
     }
 
     /// Extra blocks the first `decoders` running sequences need to run `k` more decode
@@ -807,8 +612,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         };
         let d = self.cost.iteration(&shape);
         let t_end = self.t + d;
-        if self.cut && t_end > self.cfg.horizon_s {
-            return Step::Stop;
+        if t_end > self.stop_at {
+            return self.stop();
         }
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
@@ -875,11 +680,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             k = k.min(tick - self.clock.ticks);
         }
         let mut k = k.max(1);
-        if self.cut {
-            let h = self.cfg.horizon_s;
-            if at(1) > h {
-                return Step::Stop;
-            }
+        let h = self.stop_at;
+        if at(1) > h {
+            return self.stop();
+        }
+        if self.cut || at(k) > h {
             let guess = (h - a.t0) / d - count_f64(a.iters);
             k = k.min(last_boundary_at_or_before(&at, h, k, guess));
         }
@@ -1026,19 +831,33 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
+    /// Ends the run at the next iteration: at the horizon when cut; a drained run that
+    /// reached its cap is unstable.
+    fn stop(&mut self) -> Step {
+        if !self.cut {
+            self.stats.unstable = true;
+        }
+        Step::Stop
+    }
+
     fn finish<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
-        if self.cut {
+        if self.cut || self.stats.unstable {
             // Arrivals up to the horizon are still admitted or rejected (no releases).
             for r in requests {
                 self.arrive(r);
             }
-            let h = self.cfg.horizon_s;
+            // An unstable run ends where it stopped (or at its last entry, if later).
+            let h = if self.cut {
+                self.cfg.horizon_s
+            } else {
+                max_f64(self.t, self.area_t)
+            };
             self.area += count_f64(self.in_system) * (h - self.area_t).max(0.0);
             self.area_t = h;
             for s in &mut self.running[..self.attached] {
                 self.clock.sync(s);
             }
-            // The state at the horizon, still holding the unfinished requests.
+            // The state at the end, still holding the unfinished requests.
             self.sample_through(h);
             let mut left: Vec<Seq> = std::mem::take(&mut self.running);
             left.extend(self.sched.drain());
@@ -1067,36 +886,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         SimReport {
             summary: self.acc.finish(window),
             records: self.records,
-            timeseries: self.timeseries,
+            timeseries: self.ts.points,
             stats: self.stats,
         }
     }
-}
-
-/// A count as f64: the same number as `x as f64` for every count below 2^63, but one
-/// signed conversion instruction on x86-64 instead of the unsigned sequence.
-#[inline]
-fn count_f64(x: u64) -> f64 {
-    debug_assert!(x < 1 << 63);
-    x as i64 as f64
-}
-
-/// Emits one token at `t`.
-#[inline]
-fn emit(s: &mut Seq, t: f64, stall_threshold: f64) {
-    if s.first_token.is_nan() {
-        s.first_token = t;
-    } else {
-        let gap = t - s.last_token;
-        if gap > s.max_gap {
-            s.max_gap = gap;
-        }
-        if gap > stall_threshold {
-            s.stalls += 1;
-        }
-    }
-    s.last_token = t;
-    s.generated += 1;
 }
 
 fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
@@ -1113,74 +906,5 @@ fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
         preemptions: s.preemptions,
         outcome,
         admitted_s: (!s.admitted.is_nan()).then_some(s.admitted),
-    }
-}
-
-/// Smallest i in 1..=k with at(i) ≥ t (k if none). `guess` is a closed-form estimate; the
-/// answer is found by stepping from it, so it is exact whatever the rounding.
-fn first_boundary_at_or_after(at: &impl Fn(u64) -> f64, t: f64, k: u64, guess: f64) -> u64 {
-    if at(k) < t {
-        return k;
-    }
-    let mut i = if guess.is_finite() {
-        (max_f64(guess.ceil(), 1.0) as u64).min(k)
-    } else {
-        1
-    };
-    while i > 1 && at(i - 1) >= t {
-        i -= 1;
-    }
-    while at(i) < t {
-        i += 1;
-    }
-    i
-}
-
-/// Largest i in 1..=k with at(i) ≤ t (requires at(1) ≤ t), stepping from `guess`.
-fn last_boundary_at_or_before(at: &impl Fn(u64) -> f64, t: f64, k: u64, guess: f64) -> u64 {
-    if at(k) <= t {
-        return k;
-    }
-    let mut i = if guess.is_finite() {
-        (max_f64(guess.floor(), 1.0) as u64).min(k)
-    } else {
-        1
-    };
-    while i < k && at(i + 1) <= t {
-        i += 1;
-    }
-    while i > 1 && at(i) > t {
-        i -= 1;
-    }
-    i
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn boundaries_are_exact_whatever_the_guess() {
-        let (t0, d, done) = (0.1, 0.0065, 7u64);
-        let at = |i: u64| t0 + (done + i) as f64 * d;
-        for t in [0.1, 0.15, 0.1455, 0.3, 1.0, 5.0] {
-            for guess in [0.0, 1.0, 3.7, 50.0, f64::NAN, 1e9] {
-                let k = 200;
-                let want = (1..=k).find(|&i| at(i) >= t).unwrap_or(k);
-                assert_eq!(
-                    first_boundary_at_or_after(&at, t, k, guess),
-                    want,
-                    "t={t} guess={guess}"
-                );
-                if at(1) <= t {
-                    let want = (1..=k).rev().find(|&i| at(i) <= t).unwrap();
-                    assert_eq!(
-                        last_boundary_at_or_before(&at, t, k, guess),
-                        want,
-                        "t={t} guess={guess}"
-                    );
-                }
-            }
-        }
     }
 }

@@ -10,6 +10,7 @@
 use crate::config::ServerConfig;
 use crate::config::SimConfig;
 use crate::error::ConfigError;
+use crate::limits::{LimitError, Limits, MAX_GRID_POINTS, MAX_SEEDS};
 use crate::metrics::{Aggregate, Summary};
 use crate::record::RequestRecord;
 use crate::sim::{run_also_holds_for, simulate_requests, RunStats};
@@ -91,11 +92,21 @@ impl SweepSpec {
         c
     }
 
-    /// Checks every configuration of the grid.
+    /// Checks every configuration of the grid, and that the sweep fits the default
+    /// [`Limits`].
     ///
     /// # Errors
-    /// An empty axis, or the first invalid configuration.
+    /// An empty axis, too many seeds or grid points ([`MAX_SEEDS`], [`MAX_GRID_POINTS`]),
+    /// the first invalid configuration, or more requests than the limits allow.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_with(&Limits::default())
+    }
+
+    /// [`SweepSpec::validate`] against other work limits.
+    ///
+    /// # Errors
+    /// As [`SweepSpec::validate`].
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), ConfigError> {
         if self.rates.is_empty()
             || self.max_batches.is_empty()
             || self.kv_tokens.is_empty()
@@ -105,9 +116,34 @@ impl SweepSpec {
                 what: "sweep axis (rates, batch widths, KV budgets or seeds)",
             });
         }
-        for (r, b, k) in self.points() {
-            self.config(r, b, k, self.seeds[0]).validate()?;
+        if self.seeds.len() > MAX_SEEDS {
+            return Err(LimitError::AboveMax {
+                name: "seeds",
+                value: self.seeds.len() as f64,
+                max: MAX_SEEDS as f64,
+                why: "a summary is kept per seed and grid point",
+            }
+            .into());
         }
+        let points = self
+            .rates
+            .len()
+            .checked_mul(self.max_batches.len())
+            .and_then(|n| n.checked_mul(self.kv_tokens.len()))
+            .unwrap_or(usize::MAX);
+        if points > MAX_GRID_POINTS {
+            return Err(LimitError::AboveMax {
+                name: "grid points",
+                value: points as f64,
+                max: MAX_GRID_POINTS as f64,
+                why: "the grid is listed in memory",
+            }
+            .into());
+        }
+        for (r, b, k) in self.points() {
+            self.config(r, b, k, self.seeds[0]).validate_with(limits)?;
+        }
+        limits.check_sweep(self)?;
         Ok(())
     }
 
@@ -280,9 +316,9 @@ fn run_rate(
     Some(out)
 }
 
-/// Runs the sweep (or the points of one shard), single-threaded.
-/// `progress(done_runs, total_runs)` returns `false` to cancel; a cancelled sweep returns
-/// `Ok(None)`.
+/// Runs the sweep (or the points of one shard), single-threaded, within the default
+/// [`Limits`]. `progress(done_runs, total_runs)` returns `false` to cancel; a cancelled
+/// sweep returns `Ok(None)`.
 ///
 /// # Errors
 /// As [`SweepSpec::validate`].
@@ -291,7 +327,20 @@ pub fn run_sweep(
     shard: Option<(usize, usize)>,
     progress: &mut dyn FnMut(usize, usize) -> bool,
 ) -> Result<Option<Vec<SweepPoint>>, ConfigError> {
-    spec.validate()?;
+    run_sweep_with(spec, shard, &Limits::default(), progress)
+}
+
+/// [`run_sweep`] within other work limits.
+///
+/// # Errors
+/// As [`SweepSpec::validate_with`].
+pub fn run_sweep_with(
+    spec: &SweepSpec,
+    shard: Option<(usize, usize)>,
+    limits: &Limits,
+    progress: &mut dyn FnMut(usize, usize) -> bool,
+) -> Result<Option<Vec<SweepPoint>>, ConfigError> {
+    spec.validate_with(limits)?;
     let selected = selected_points(spec, shard);
     let total = selected.len() * spec.seeds.len();
     let mut done = 0;
@@ -320,9 +369,23 @@ pub fn run_sweep_parallel(
     shard: Option<(usize, usize)>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<SweepPoint>, ConfigError> {
+    run_sweep_parallel_with(spec, shard, &Limits::default(), progress)
+}
+
+/// [`run_sweep_parallel`] within other work limits.
+///
+/// # Errors
+/// As [`SweepSpec::validate_with`].
+#[cfg(all(feature = "parallel", not(target_arch = "wasm32")))]
+pub fn run_sweep_parallel_with(
+    spec: &SweepSpec,
+    shard: Option<(usize, usize)>,
+    limits: &Limits,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<SweepPoint>, ConfigError> {
     use rayon::prelude::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    spec.validate()?;
+    spec.validate_with(limits)?;
     let selected = selected_points(spec, shard);
     let total = selected.len() * spec.seeds.len();
     let done = AtomicUsize::new(0);

@@ -387,6 +387,9 @@ fn determinism_same_seed_same_records() {
 }
 
 /// The wasm test (engine/tests/wasm.rs, run in Node) reproduces the same digest.
+#[path = "engine/limits.rs"]
+mod limits;
+
 mod common;
 
 #[test]

@@ -1,0 +1,213 @@
+//! What the simulator is told about the server, and the prediction: the named server
+//! models of `engine::config::ServerConfig`, the scaled ShareGPT traces, the saturation
+//! estimate, and the simulation of every measured trace.
+
+use super::errors::{median, pool, RateResult, ValidateReport};
+use super::report::{markdown, write_csv};
+use super::server::ServerModel;
+use super::{fmt_rate, ValidateArgs};
+use crate::fit;
+use crate::microbench::{self, MicrobenchResult};
+use anyhow::Context;
+use engine::config::{EndRule, FirstToken, ServerConfig, SimConfig};
+use engine::cost::CostModel;
+use engine::metrics::Summary;
+use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+use std::path::Path;
+
+/// One rate: (rate, trace, first round's summary, later rounds' summaries).
+pub(super) type Measured = (f64, Vec<TraceRequest>, Summary, Vec<Summary>);
+
+/// ShareGPT pairs scaled by `scale` (each length ≥ 1).
+pub(super) fn scaled_sharegpt(scale: f64) -> LengthDist {
+    let LengthDist::Empirical { pairs } = LengthDist::sharegpt() else {
+        unreachable!("sharegpt is empirical")
+    };
+    let s = |x: u32| ((x as f64 * scale).round() as u32).max(1);
+    LengthDist::Empirical {
+        pairs: pairs.into_iter().map(|(p, o)| (s(p), s(o))).collect(),
+    }
+}
+
+/// The first `n` requests of the scaled, capped ShareGPT workload at `rate`, as a trace.
+pub(super) fn trace(args: &ValidateArgs, rate: f64, cap: u32) -> anyhow::Result<Vec<TraceRequest>> {
+    let w = Workload {
+        arrivals: ArrivalProcess::Poisson { rate },
+        lengths: scaled_sharegpt(args.scale),
+        max_model_len: Some(cap),
+    };
+    let horizon = args.requests as f64 / rate * 4.0 + 60.0;
+    Ok(w.stream(args.seed, horizon)?
+        .take(args.requests)
+        .map(|r| TraceRequest {
+            arrival: r.arrival,
+            prompt: r.prompt,
+            output: r.output,
+            class: r.class,
+        })
+        .collect())
+}
+
+fn sim_config(
+    m: &ServerModel,
+    cost: &CostModel,
+    overhead_s: f64,
+    requests: Vec<TraceRequest>,
+) -> SimConfig {
+    let mut c = SimConfig::vllm_like(1.0);
+    c.workload = Workload {
+        arrivals: ArrivalProcess::Trace { requests },
+        lengths: LengthDist::Fixed {
+            prompt: 1,
+            output: 1,
+        },
+        max_model_len: None,
+    };
+    // The named server models (engine::config): what each server's scheduler does.
+    c.server = if m.block_size <= 1 {
+        ServerConfig::llama_cpp(m.slots, m.kv_tokens, m.budget)
+    } else {
+        ServerConfig::vllm_v1(
+            m.slots,
+            m.kv_tokens / m.block_size as u64,
+            m.block_size,
+            m.budget,
+        )
+    };
+    c.server.overhead_s = overhead_s;
+    c.cost = cost.clone();
+    c.first_token = FirstToken::AfterPrefill;
+    c.end = EndRule::Drain;
+    c.horizon_s = 1e6;
+    c
+}
+
+/// Simulates trace `t`; with `records`, also writes every simulated request there (the
+/// per-request CSV columns of `bench-native simulate --records`, ids as in the trace and
+/// in the real run's `requests.csv`).
+pub(super) fn simulate(
+    m: &ServerModel,
+    cost: &CostModel,
+    overhead_s: f64,
+    t: &[TraceRequest],
+    records: Option<&Path>,
+) -> anyhow::Result<Summary> {
+    let mut cfg = sim_config(m, cost, overhead_s, t.to_vec());
+    cfg.keep_records = records.is_some();
+    cfg.validate().context("simulator configuration")?;
+    let rep = engine::sim::simulate(&cfg)?;
+    if let Some(path) = records {
+        let csv = format!(
+            "{}\n{}",
+            engine::sweep::RECORD_COLUMNS,
+            engine::sweep::records_csv(&rep.records, "")
+        );
+        std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(rep.summary)
+}
+
+/// Predicted saturation throughput: everything arrives at once, the drain rate [req/s].
+pub(super) fn capacity(
+    args: &ValidateArgs,
+    m: &ServerModel,
+    cost: &CostModel,
+    cap: u32,
+) -> anyhow::Result<f64> {
+    let burst = Workload {
+        arrivals: ArrivalProcess::Poisson { rate: 1e6 },
+        lengths: scaled_sharegpt(args.scale),
+        max_model_len: Some(cap),
+    };
+    let t: Vec<TraceRequest> = burst
+        .stream(args.seed, 1.0)?
+        .take(400)
+        .map(|r| TraceRequest {
+            arrival: r.arrival,
+            prompt: r.prompt,
+            output: r.output,
+            class: 0,
+        })
+        .collect();
+    // The drain rate does not depend on the per-request overhead.
+    Ok(simulate(m, cost, 0.0, &t, None)?.throughput_rps)
+}
+
+/// Steps 4–5: fit the pooled microbenchmarks, simulate every measured trace, write the
+/// report.
+pub(super) fn predict_and_report(
+    args: &ValidateArgs,
+    command: &str,
+    model: &ServerModel,
+    cap: u32,
+    (mb_pre, mb_post): (&MicrobenchResult, &MicrobenchResult),
+    measured: Vec<Measured>,
+) -> anyhow::Result<ValidateReport> {
+    let out = &args.out;
+    let mb = pool(mb_pre, mb_post);
+    let mb_path = out.join("microbench.json");
+    microbench::write(&mb, &mb_path)?;
+    let f = fit::fit(&mb, false)?;
+    fit::write(&f, &mb_path, &out.join("fit.json"))?;
+    let (cost, alt) = (args.cost.of(&f), args.cost.alt().of(&f));
+    let capacity_rps = capacity(args, model, &cost, cap)?;
+    let mut results = Vec::new();
+    for (rate, t, m, repeats) in measured {
+        results.push(RateResult {
+            rate,
+            load: rate / capacity_rps,
+            predicted: simulate(
+                model,
+                &cost,
+                f.overhead_s,
+                &t,
+                Some(
+                    &out.join("sim")
+                        .join(format!("requests-{}.csv", fmt_rate(rate))),
+                ),
+            )?,
+            predicted_alt: simulate(model, &alt, f.overhead_s, &t, None)?,
+            measured: m,
+            repeats,
+        });
+    }
+
+    // 5. report
+    let cells = |alt: bool| {
+        median(
+            results
+                .iter()
+                .flat_map(|r| r.errors(alt).into_iter().map(|e| e.3.abs()))
+                .collect(),
+        )
+    };
+    let differences: Vec<f64> = results
+        .iter()
+        .flat_map(RateResult::repeat_differences)
+        .collect();
+    let repeat_noise = (!differences.is_empty()).then(|| {
+        (
+            median(differences),
+            median(
+                results
+                    .iter()
+                    .flat_map(RateResult::errors_against_repeats)
+                    .collect(),
+            ),
+        )
+    });
+    let report = ValidateReport {
+        median_abs_rel_error: cells(false),
+        median_abs_rel_error_alt: cells(true),
+        repeat_noise,
+        rates: results,
+        capacity_rps,
+        out: out.clone(),
+    };
+    write_csv(&report, &out.join("validate.csv"))?;
+    let md = markdown(&report, args, model, cap, command, &f, (mb_pre, mb_post));
+    std::fs::write(out.join("validate.md"), &md)
+        .with_context(|| format!("writing {}", out.join("validate.md").display()))?;
+    eprintln!("4/4 wrote {}", out.join("validate.md").display());
+    Ok(report)
+}

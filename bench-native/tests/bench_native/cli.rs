@@ -1,0 +1,327 @@
+//! The command line's validated-config step: every refused value is named by the flag the
+//! user set, nothing the user can type panics or aborts, work beyond `--max-requests` ends
+//! at once with the estimate, and the flags for threshold admission and trace arrivals.
+
+use crate::common::fixture;
+use bench_native::cli::{Cli, Command};
+use clap::Parser;
+use engine::config::Admission;
+use std::process::{Command as Process, Stdio};
+use std::time::{Duration, Instant};
+
+fn parse(args: &[&str]) -> Command {
+    let mut v = vec!["bench-native"];
+    v.extend_from_slice(args);
+    Cli::try_parse_from(v)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        .command
+}
+
+/// `simulate` with `args`: its validated configuration, or the error as printed.
+fn simulate_config(args: &[&str]) -> Result<engine::SimConfig, String> {
+    let mut v = vec!["simulate"];
+    v.extend_from_slice(args);
+    let Command::Simulate(a) = parse(&v) else {
+        panic!("not simulate")
+    };
+    a.config().map_err(|e| format!("{e:#}"))
+}
+
+fn simulate_error(args: &[&str]) -> String {
+    simulate_config(args).expect_err("refused")
+}
+
+/// The binary run with `args`, killed after `limit`: (exit code, stderr, seconds taken).
+fn run_binary(args: &[&str], limit: Duration) -> (Option<i32>, String, f64) {
+    let t = Instant::now();
+    let mut child = Process::new(env!("CARGO_BIN_EXE_bench-native"))
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start bench-native");
+    while t.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if child.try_wait().unwrap().is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        t.elapsed().as_secs_f64(),
+    )
+}
+
+#[test]
+fn errors_name_the_flags_and_the_values_the_user_set() {
+    let _cpu = crate::common::cpu_bound();
+    assert_eq!(
+        simulate_error(&["--batch", "0"]),
+        "--batch must be at least 1, got 0"
+    );
+    assert!(simulate_error(&["--horizon", "0"]).contains("--horizon must be"));
+    assert!(simulate_error(&["--kv", "10", "--lengths", "fixed"]).contains("raise --kv"));
+    assert!(simulate_error(&["--overhead-ms=-1"]).contains("--overhead-ms must be"));
+    assert_eq!(
+        simulate_error(&["--rate", "0"]),
+        "--rate must be a finite number > 0 and at most 1e9 [req/s], got 0"
+    );
+    // llama.cpp's slots own K/B tokens each: the message is about --kv and --batch
+    let e = simulate_error(&["--preset", "llama-cpp", "--kv", "10"]);
+    assert!(
+        e.contains("--kv 10") && e.contains("--batch 8") && e.contains("at least 16"),
+        "{e}"
+    );
+    assert!(!e.contains("max_model_len"), "{e}");
+    // a block larger than the cache is a block, not a request
+    let e = simulate_error(&["--block-size", "100000"]);
+    assert!(
+        e.contains("--block-size 100000") && e.contains("--kv 8192"),
+        "{e}"
+    );
+    assert!(!e.contains("request of"), "{e}");
+    // sweep and compare name the list flags
+    let Command::Sweep(a) = parse(&["sweep", "--batches", "4,0"]) else {
+        panic!()
+    };
+    let e = format!("{:#}", bench_native::sweep::spec(&a).unwrap_err());
+    assert_eq!(e, "--batches must be at least 1 each, got 0");
+    let Command::Sweep(a) = parse(&[
+        "sweep",
+        "--preset",
+        "llama-cpp",
+        "--kv",
+        "8",
+        "--batches",
+        "8",
+    ]) else {
+        panic!()
+    };
+    let e = format!("{:#}", bench_native::sweep::spec(&a).unwrap_err());
+    assert!(e.contains("--kv 8") && e.contains("--batches 8"), "{e}");
+}
+
+#[test]
+fn seeds_are_parsed_with_their_flag_and_never_overflow() {
+    let _cpu = crate::common::cpu_bound();
+    for (seeds, says) in [
+        ("a-b", "'a' is not a seed"),
+        ("0-18446744073709551615", "at most 10000"),
+        ("1,x", "'x' is not a seed"),
+    ] {
+        let e = Cli::try_parse_from(["bench-native", "sweep", "--seeds", seeds])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--seeds") && e.contains(says), "{seeds}: {e}");
+    }
+    let e = Cli::try_parse_from(["bench-native", "compare", "--noise-floor", "9-x"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--noise-floor"), "{e}");
+    // the binary says so and exits 2 (a usage error), without a panic
+    let (code, err, _) = run_binary(
+        &["sweep", "--seeds", "0-18446744073709551615"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn too_many_threads_is_an_error_not_an_abort() {
+    let _cpu = crate::common::cpu_bound();
+    for sub in ["compare", "sweep"] {
+        let (code, err, _) = run_binary(
+            &[
+                sub,
+                "--threads",
+                "100000",
+                "--out",
+                "kvq-threads-never-written",
+            ],
+            Duration::from_secs(20),
+        );
+        assert_eq!(code, Some(1), "{sub}: {err}");
+        assert!(
+            err.contains("--threads must be at most 1024"),
+            "{sub}: {err}"
+        );
+    }
+}
+
+#[test]
+fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
+    let _cpu = crate::common::cpu_bound();
+    let out = std::env::temp_dir().join("kvq-limits-never-written");
+    let out = out.to_str().unwrap();
+    for (args, says) in [
+        (vec!["simulate", "--horizon", "1e12"], "--horizon must be at most 1e9"),
+        (
+            vec!["simulate", "--horizon", "1e8"],
+            "about 1.000e8 requests to simulate (rate × horizon), more than --max-requests 20000000",
+        ),
+        (vec!["simulate", "--rate", "1e308"], "--rate must be"),
+        (
+            vec!["simulate", "--arrivals", "gamma", "--burstiness", "1e-300"],
+            "--burstiness must be",
+        ),
+        (vec!["sweep", "--horizon", "1e12", "--out", out], "--horizon must be at most 1e9"),
+        (vec!["sweep", "--horizon", "1e6", "--out", out], "800 runs"),
+        (vec!["compare", "--horizon", "1e12", "--out", out], "--horizon must be at most 1e9"),
+        (vec!["compare", "--horizon", "1e6", "--out", out], "240 runs"),
+        (
+            vec!["validate", "--requests", "100000000", "--out", out],
+            "lower --requests",
+        ),
+    ] {
+        let (code, err, secs) = run_binary(&args, Duration::from_secs(30));
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(secs < 10.0, "{args:?} took {secs:.1} s");
+    }
+    // --max-requests moves the limit both ways
+    let at =
+        |max: &str| simulate_config(&["--rate", "100", "--horizon", "10", "--max-requests", max]);
+    let e = at("500").unwrap_err();
+    assert!(
+        e.contains("about 1.000e3 requests") && e.contains("--max-requests 500"),
+        "{e}"
+    );
+    assert!(at("1000").is_ok());
+}
+
+#[test]
+fn threshold_admission_rejects_beyond_its_threshold() {
+    let _cpu = crate::common::cpu_bound();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--rate",
+            "6",
+            "--batch",
+            "4",
+            "--kv",
+            "65536",
+            "--horizon",
+            "300",
+        ];
+        args.extend_from_slice(extra);
+        let cfg = simulate_config(&args).unwrap();
+        (
+            cfg.server.admission.clone(),
+            engine::sim::simulate(&cfg).unwrap().summary,
+        )
+    };
+    let (all, open) = run(&[]);
+    assert_eq!(all, Admission::All);
+    let (cap, capped) = run(&["--max-in-system", "6"]);
+    assert_eq!(cap, Admission::MaxInSystem { max_in_system: 6 });
+    assert!(
+        capped.rejected > 0 && capped.rejected > open.rejected,
+        "{capped:?}"
+    );
+    assert!(capped.ttft.p99 < open.ttft.p99);
+    // the DP rule computes the threshold from a p99 TTFT target
+    let (dp, _) = run(&["--dp-slo", "5"]);
+    assert!(
+        matches!(dp, Admission::MaxInSystem { max_in_system } if max_in_system >= 1),
+        "{dp:?}"
+    );
+    assert!(simulate_error(&["--max-in-system", "0"]).contains("--max-in-system must be"));
+    // and a sweep applies it at every grid point
+    let Command::Sweep(a) = parse(&["sweep", "--max-in-system", "3", "--rates", "1,2"]) else {
+        panic!()
+    };
+    let (spec, _, _) = bench_native::sweep::spec(&a).unwrap();
+    assert_eq!(
+        spec.config(2.0, 16, 16384, 0).server.admission,
+        Admission::MaxInSystem { max_in_system: 3 }
+    );
+}
+
+#[test]
+fn trace_arrivals_come_from_a_file() {
+    let _cpu = crate::common::cpu_bound();
+    let trace = fixture("llama_server_run/sim/trace-1.4.json");
+    let trace = trace.to_str().unwrap();
+    let llama = [
+        "--preset",
+        "llama-cpp",
+        "--batch",
+        "4",
+        "--kv",
+        "8192",
+        "--budget",
+        "512",
+    ];
+    let mut args = vec!["--trace", trace];
+    args.extend_from_slice(&llama);
+    let cfg = simulate_config(&args).unwrap();
+    let s = engine::sim::simulate(&cfg).unwrap().summary;
+    assert_eq!((s.arrivals, s.completed), (40, 40), "{s:?}");
+    let mut explicit = vec!["--arrivals", "trace"];
+    explicit.extend_from_slice(&args);
+    assert_eq!(simulate_config(&explicit).unwrap(), cfg);
+    // a trace fixes the arrival times: no rate, and --arrivals trace needs the file
+    let mut with_rate = args.clone();
+    with_rate.extend_from_slice(&["--rate", "2"]);
+    assert!(simulate_error(&with_rate).contains("--rate does not apply to --trace"));
+    assert!(simulate_error(&["--arrivals", "trace"]).contains("needs --trace FILE"));
+    // sweep: one row per (B, K), labelled with the trace's own rate
+    let mut sweep = vec![
+        "sweep",
+        "--trace",
+        trace,
+        "--preset",
+        "llama-cpp",
+        "--batches",
+        "2,4",
+    ];
+    sweep.extend_from_slice(&["--kv", "8192", "--seeds", "0"]);
+    let Command::Sweep(a) = parse(&sweep) else {
+        panic!()
+    };
+    let (spec, _, runs) = bench_native::sweep::spec(&a).unwrap();
+    assert_eq!((spec.rates.len(), runs), (1, 2));
+    let mut with_rates = sweep.clone();
+    with_rates.extend_from_slice(&["--rates", "1,2"]);
+    let Command::Sweep(a) = parse(&with_rates) else {
+        panic!()
+    };
+    let e = format!("{:#}", bench_native::sweep::spec(&a).unwrap_err());
+    assert!(
+        e.contains("--rates does not apply to --arrivals trace"),
+        "{e}"
+    );
+}
+
+#[test]
+fn help_shows_an_example_of_each_new_flag() {
+    for (sub, flags) in [
+        (
+            "simulate",
+            &["--max-in-system", "--dp-slo", "--trace", "--max-requests"][..],
+        ),
+        (
+            "sweep",
+            &["--max-in-system", "--trace", "--max-requests"][..],
+        ),
+    ] {
+        let e = Cli::try_parse_from(["bench-native", sub, "--help"]).unwrap_err();
+        let help = e.to_string();
+        let examples = &help[help.find("Examples:").expect("examples")..];
+        for f in flags {
+            assert!(
+                examples
+                    .lines()
+                    .any(|l| l.contains("bench-native") && l.contains(f)),
+                "{sub} --help has no example with {f}:\n{examples}"
+            );
+        }
+    }
+}
