@@ -24,6 +24,12 @@ const browser = await chromium.launchPersistentContext(userDir, {
     '--disable-component-update', '--disable-sync'],
 });
 
+// Every request any page makes (workers' included), checked against the page's origin.
+const origin = new URL(base).origin;
+const requests = [];
+browser.on('request', (r) => requests.push(r.url()));
+const foreign = () => requests.filter((u) => !(u.startsWith(`${origin}/`) || u.startsWith('data:') || u.startsWith('blob:')));
+
 let passed = 0, failed = 0;
 const numbers = {};
 async function check(name, fn) {
@@ -38,6 +44,11 @@ async function open(url) {
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`));
+  // Anything the Content-Security-Policy refuses, from the first script on.
+  await page.addInitScript(() => {
+    window.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (e) => window.cspViolations.push(`${e.effectiveDirective}: ${e.blockedURI}`));
+  });
   const t0 = Date.now();
   await page.goto(url);
   return { page, errors, t0 };
@@ -77,6 +88,35 @@ await check('page loads, sweeps and draws a chart', async () => {
 await check('no console errors on load', async () => {
   assert(errors.length === 0, errors.join(' | '));
 });
+await check('the built page has a Content-Security-Policy, complete, and nothing breaks it', async () => {
+  const html = fs.readFileSync(path.join(dist, 'index.html'), 'utf8');
+  const meta = html.match(/<meta http-equiv="Content-Security-Policy" content="([^"]+)">/);
+  assert(meta, 'no CSP meta in dist/index.html');
+  const csp = meta[1];
+  for (const d of ["default-src 'self'", "connect-src 'self'", "worker-src 'self'", "object-src 'none'", "script-src 'self' 'wasm-unsafe-eval' 'sha256-"]) {
+    assert(csp.includes(d), `CSP lacks ${d}: ${csp}`);
+  }
+  const scriptSrc = csp.split(';').find((d) => d.trim().startsWith('script-src'));
+  assert(!/inline-(script|style)-hashes/.test(csp) && !/unsafe-inline/.test(scriptSrc), `CSP placeholder left or inline scripts allowed: ${csp}`);
+  assert(html.indexOf('Content-Security-Policy') < html.search(/<script|<style|<link rel="modulepreload"/), 'the CSP meta comes after code it should cover');
+  const live = await page.evaluate(() => document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.content);
+  assert(live === csp, `the page's CSP differs from dist/index.html: ${live}`);
+  const v = await page.evaluate(() => window.cspViolations);
+  assert(v.length === 0, `CSP violations: ${v.join(' | ')}`);
+});
+await check('the policy is in force: a fetch to another origin is refused', async () => {
+  const probe = await browser.newPage();
+  await probe.goto(base);
+  const r = await probe.evaluate(async () => {
+    const seen = new Promise((res) => document.addEventListener('securitypolicyviolation', (e) => res(e.effectiveDirective), { once: true }));
+    const sent = await fetch('http://192.0.2.1/collect', { method: 'POST', body: 'x' }).then(() => 'sent', (e) => `refused: ${e}`);
+    return { sent, directive: await seen };
+  });
+  assert(/^refused/.test(r.sent) && r.directive === 'connect-src', JSON.stringify(r));
+  await probe.close();
+  // The refused fetch is the only foreign request allowed in the list: drop it.
+  for (let i = requests.length - 1; i >= 0; i--) if (requests[i].startsWith('http://192.0.2.1/')) requests.splice(i, 1);
+});
 await check('changing a parameter changes the curve and the URL', async () => {
   const prev = await page.evaluate(() => document.documentElement.dataset.sweepDone);
   await page.fill('input[data-key="B"]', '4');
@@ -115,6 +155,50 @@ await check('a bad file gives a message and keeps the state', async () => {
   assert(before === after, 'overlay lost');
   await page.setInputFiles('#file-input', { name: 'requests.csv', mimeType: 'text/csv', buffer: fs.readFileSync(path.join(dist, 'examples', 'sim-example-requests.csv')) });
   await page.waitForFunction(() => /per-request CSV with 3 points/.test(document.getElementById('file-msg')?.textContent || ''));
+});
+// Drops `text` as file `name` on the drop zone, the way a user drags a file in.
+async function drop(p, name, text, type = 'text/csv') {
+  const dt = await p.evaluateHandle(([t, n, ty]) => {
+    const d = new DataTransfer();
+    d.items.add(new File([t], n, { type: ty }));
+    return d;
+  }, [text, name, type]);
+  await p.dispatchEvent('#dropzone', 'drop', { dataTransfer: dt });
+}
+const tableFiles = (p) => p.$$eval('#error-table tbody tr td:first-child', (t) => t.map((e) => e.textContent));
+await check('an impossible summary CSV is refused, its row and column named, nothing of it plotted', async () => {
+  const good = fs.readFileSync(path.join(dist, 'examples', 'sim-example-summary.csv'), 'utf8');
+  const bad = good.replace('1.0,8,8192,5,0.043443,', '1.0,8,8192,5,-0.043443,');
+  assert(bad !== good, 'the example row to break was not found');
+  const before = await tableFiles(page);
+  await drop(page, 'negative-ttft.csv', bad);
+  await page.waitForFunction(() => /^negative-ttft\.csv: /.test(document.getElementById('file-msg')?.textContent || ''));
+  const msg = await page.textContent('#file-msg');
+  assert(/^negative-ttft\.csv: 1 value cannot be measured, so nothing from this file is plotted: line 3, column mean_ttft_mean = '-0\.043443': a time cannot be negative$/.test(msg), msg);
+  assert(await page.$('#file-msg.error'), 'the message is not shown as an error');
+  const after = await tableFiles(page);
+  assert(JSON.stringify(after) === JSON.stringify(before) && !after.includes('negative-ttft.csv'), `table changed: ${after}`);
+  const empty = await (async () => { await drop(page, 'header-only.csv', good.split('\n')[0] + '\n'); await page.waitForFunction(() => /^header-only\.csv: /.test(document.getElementById('file-msg')?.textContent || '')); return page.textContent('#file-msg'); })();
+  assert(/only a header line, no rows of data/.test(empty), empty);
+});
+await check('a run requests.csv with a quoted comma and line break in its error column is read', async () => {
+  const lines = fs.readFileSync(path.join(dist, 'examples', 'llama-server-requests.csv'), 'utf8').trim().split('\n');
+  // Two requests become failures whose error text needs quoting, as bench-native writes them.
+  const fail = (line, error) => {
+    const f = line.split(',');
+    for (const c of [5, 6, 7, 8, 9, 13]) f[c] = '';
+    f[18] = 'error';
+    f[21] = error;
+    return f.join(',');
+  };
+  lines[2] = fail(lines[2], '"line 2: 23 fields, the header has 22"');
+  lines[3] = fail(lines[3], '"HTTP 500: {""error"": ""bad, worse""}\nsecond line"');
+  await drop(page, 'requests-quoted.csv', lines.join('\n') + '\n');
+  await page.waitForFunction(() => /^requests-quoted\.csv: /.test(document.getElementById('file-msg')?.textContent || ''));
+  const msg = await page.textContent('#file-msg');
+  assert(/^requests-quoted\.csv: per-request CSV with 1 point overlaid/.test(msg) && /2 failed requests/.test(msg), msg);
+  assert(await page.$('#file-msg.ok'), 'the message is not shown as a success');
+  await page.waitForFunction(() => [...document.querySelectorAll('#error-table tbody tr td:first-child')].some((e) => e.textContent === 'requests-quoted.csv'));
 });
 await check('a shared URL gives the same view', async () => {
   await page.selectOption('select[data-key="metric"]', 'mean_ttft');
@@ -270,6 +354,14 @@ await check('wasm < 1.5 MB gzipped', async () => {
 });
 await check('still no console errors', async () => {
   assert(errors.length === 0, errors.join(' | '));
+});
+await check('no CSP violation all along, and every request went to the page\'s own origin', async () => {
+  const v = await page.evaluate(() => window.cspViolations);
+  assert(v.length === 0, `CSP violations: ${v.join(' | ')}`);
+  assert(requests.length > 0, 'no requests seen at all');
+  const f = foreign();
+  assert(f.length === 0, `requests to other origins: ${f.join(' | ')}`);
+  numbers.requests = requests.length;
 });
 
 await browser.close();
