@@ -1,5 +1,13 @@
-//! The engine's integration tests: a conformance suite run against every policy × KV mode,
-//! oracle tests against exact queueing results, determinism and invalid input.
+//! The engine's integration tests, one binary: a conformance suite run against every
+//! policy × KV mode, oracle tests against exact queueing results, determinism and invalid
+//! input here; resource limits and the profiler study's findings in `engine/`.
+
+#[path = "engine/common.rs"]
+mod common;
+#[path = "engine/limits.rs"]
+mod limits;
+#[path = "engine/profiler_study.rs"]
+mod profiler_study;
 
 use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, TableCost};
@@ -387,10 +395,6 @@ fn determinism_same_seed_same_records() {
 }
 
 /// The wasm test (engine/tests/wasm.rs, run in Node) reproduces the same digest.
-#[path = "engine/limits.rs"]
-mod limits;
-
-mod common;
 
 #[test]
 fn native_digest_matches_golden() {

@@ -2,6 +2,7 @@
 //! reference sweep runs. `cargo test -p engine --target wasm32-unknown-unknown`.
 #![cfg(target_arch = "wasm32")]
 
+#[path = "engine/common.rs"]
 mod common;
 
 use wasm_bindgen_test::wasm_bindgen_test;
