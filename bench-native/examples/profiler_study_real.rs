@@ -1,7 +1,8 @@
 //! The profiler study's three scenarios against a real `llama-server` (CPU, 1 thread,
 //! the tiny random-weight model of `scripts/llama-server.sh`), side by side with the
-//! simulator's prediction *of that server* (the traces are those of
-//! `engine/examples/profiler_study.rs`).
+//! simulator's prediction *of that server* (the traces are those of the engine's
+//! integration test, `engine/tests/engine/profiler_study/scenarios.rs`). It writes the
+//! real-server section of `results/profiler_study.md`.
 //!
 //! FCFS = `-np 1`; eager = 8 slots, `-b 2048`; chunked = 8 slots, `-b 64/32/16` (and
 //! `-ub` = min(`-b`, 512)); `-c` = slots × 1024. Each variant gets its own server on a free
@@ -22,7 +23,7 @@
 //!
 //! `PROFILER_STUDY_KEEP=1` keeps each run's `requests.csv` in the temp directory.
 
-#[path = "../../engine/examples/profiler_study.rs"]
+#[path = "../../engine/tests/engine/profiler_study/scenarios.rs"]
 mod study;
 
 use bench_native::client::EndpointConfig;

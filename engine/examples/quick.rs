@@ -1,3 +1,10 @@
+//! Quick start: the reference study's simulator at four (λ, B, K) points, one line each
+//! (arrivals, completions, rejections, TTFT, goodput, blocking, work done).
+//!
+//! ```text
+//! cargo run --release -p engine --example quick
+//! ```
+
 fn main() {
     for (rate, b, k) in [
         (0.5, 1, 2048u64),

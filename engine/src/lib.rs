@@ -40,6 +40,11 @@
 //! // Bad input is an error, never a panic.
 //! assert!(engine::sim::simulate(&SimConfig::reference(-1.0, 8, 8192)).is_err());
 //! ```
+//!
+//! `cargo run --release -p engine --example quick` prints a few such runs;
+//! `--example a10g_prediction` predicts a real deployment (vLLM on an A10G). Runs are
+//! bounded by [`limits`]: too much work for one run or sweep is an error before it
+//! starts, and a drained run that cannot empty its queue stops and says so.
 pub mod analytic;
 pub mod config;
 pub mod cost;

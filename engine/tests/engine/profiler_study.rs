@@ -1,8 +1,8 @@
 //! The profiler study's three findings hold in the simulator (directions only; the
-//! numbers are in results/profiler_study.md). Shares its scenarios with
-//! `engine/examples/profiler_study.rs`.
+//! numbers are in results/profiler_study.md, printed by
+//! `cargo run --release -p engine --example profiler_study` from the same scenarios).
 
-#[path = "../examples/profiler_study.rs"]
+#[path = "profiler_study/scenarios.rs"]
 mod study;
 
 use study::{Variant, LONG, SHORT};

@@ -1,24 +1,23 @@
 //! The reference study's default grid (800 runs) on one thread, timed `N` times (default 5;
-//! `-- N every` simulates every run instead of reusing runs that stand for others):
-//! the engine's speed natively and, built for `wasm32-wasip1`, under a WebAssembly engine.
+//! `every` simulates every run instead of reusing runs that stand for others): the
+//! engine's speed natively and, built for `wasm32-wasip1`, under a WebAssembly engine
+//! (which criterion, in `benches/sim.rs`, cannot run in).
 //!
 //! ```text
-//! cargo run --release -p engine --example grid_timing -- 5
+//! cargo bench -p engine --bench grid_timing -- 5 [every]
 //! rustup target add wasm32-wasip1     # once
-//! cargo build --profile wasm-speed -p engine --example grid_timing --target wasm32-wasip1
-//! node --no-warnings e2e/wasi_run.mjs target/wasm32-wasip1/wasm-speed/examples/grid_timing.wasm 5
+//! cargo build --profile wasm-speed -p engine --bench grid_timing --target wasm32-wasip1
+//! node --no-warnings e2e/wasi_run.mjs target/wasm32-wasip1/wasm-speed/deps/grid_timing-*.wasm 5
 //! ```
 use engine::sweep::{run_sweep, SweepSpec};
 use std::time::Instant;
 
 fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    // `grid_timing N every` simulates every run (no reuse of runs that stand for others).
+    // `cargo bench` adds `--bench` to the arguments: take the first number, and `every`.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let n: usize = args.iter().find_map(|s| s.parse().ok()).unwrap_or(5);
     let spec = SweepSpec {
-        reuse: std::env::args().nth(2).as_deref() != Some("every"),
+        reuse: !args.iter().any(|a| a == "every"),
         ..SweepSpec::reference_default()
     };
     let mut times = Vec::new();
