@@ -4,6 +4,7 @@
 
 use crate::analytic::reference_mmc::LEVELS;
 use crate::analytic::special::gamma_cdf_mean_scv;
+use statrs::function::gamma::ln_gamma;
 
 /// One mixture component of the TTFT distribution.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +44,7 @@ impl Comp {
                 scv,
                 a,
                 rate: a / mean,
-                lga: libm::lgamma(a),
+                lga: ln_gamma(a),
                 ln_a1: libm::log((a + 1.0) / a),
                 cut: 40.0 + libm::log(w / total),
             }

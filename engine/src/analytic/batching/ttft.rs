@@ -10,6 +10,7 @@ use super::kv_occupancy::{ceil_nonneg, StateInfo};
 use super::mixture::Comp;
 use super::service::Service;
 use crate::analytic::lengths::Atom;
+use crate::analytic::special::poisson_at_least;
 
 /// An arrival that finds n < B running and starts at once: its TTFT read-out.
 struct StartState {
@@ -170,11 +171,11 @@ impl TtftInputs<'_> {
             let mu = rate * (res_mean + pf_mean);
             let mu2 = rate * (res_mean + pf_mean + delta);
             let q2 = if (b as u32) + 1 < b_cap {
-                1.0 - libm::exp(-mu2) * (1.0 + mu2)
+                poisson_at_least(2, mu2)
             } else {
                 0.0
             };
-            let q = 1.0 - libm::exp(-mu);
+            let q = poisson_at_least(1, mu);
             (q, q2.min(q), delta)
         } else {
             (0.0, 0.0, 0.0)
