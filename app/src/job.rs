@@ -411,9 +411,9 @@ fn models(p: &Params, rates: &[f64]) -> Models {
         }
     }
     out.bounds = capacity_bounds(&base).ok();
-    // SLO capacity by the best model that is fast enough: ours, else the reference chain.
+    // SLO capacity by the best model that is fast enough: the batching model, else the reference chain.
     let cap_model = [
-        ModelKind::Ours,
+        ModelKind::Batching,
         ModelKind::ReferenceChain,
         ModelKind::ReferenceMmc,
     ]

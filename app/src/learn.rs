@@ -380,7 +380,7 @@ fn utilisation(rate: f64) -> Result<LessonOutput, String> {
     let model: Vec<(f64, f64)> = (1..=MODEL_POINTS)
         .map(|i| mu * 0.96 * i as f64 / MODEL_POINTS as f64)
         .filter_map(|r| {
-            predict(ModelKind::Ours, &p.sim_config(r, 0))
+            predict(ModelKind::Batching, &p.sim_config(r, 0))
                 .ok()
                 .and_then(|x| x.metrics().map(|m| (r, m.ttft_mean_s)))
         })

@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn an_unreadable_reply_names_its_job_kind_and_the_non_finite_number() {
         // What serde_json writes for a model prediction with a NaN in it.
-        let text = r#"{"Models":{"id":42,"models":{"curves":[{"kind":"ours","points":[[0.4,{"ttft_mean_s":null}]]}]}}}"#;
+        let text = r#"{"Models":{"id":42,"models":{"curves":[{"kind":"batching","points":[[0.4,{"ttft_mean_s":null}]]}]}}}"#;
         let e = serde_json::from_str::<Reply>(text).unwrap_err();
         let Reply::Error { id, message } = unreadable(text, &e) else {
             panic!("not an error");

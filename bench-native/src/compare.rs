@@ -1,7 +1,7 @@
 //! `bench-native compare`: the simulator against every analytical model on a grid, as an
 //! error table (markdown + CSV) and a per-configuration CSV.
 //!
-//! # Errors reported (SPEC §4)
+//! # Errors reported (`docs/model.md`, Metrics)
 //! * TTFT (mean, p50, p95, p99) and goodput (a): relative error `|a − s| / |s|`, averaged
 //!   over the configurations the model predicted (MRE). The simulated value is the mean of
 //!   the per-seed metrics, as in the reference sweep.
@@ -28,7 +28,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Simulated blocking below this is compared with an absolute error (SPEC §4).
+/// Simulated blocking below this is compared with an absolute error (`docs/model.md`,
+/// Metrics).
 pub const BLOCKING_ABS_BELOW: f64 = 0.01;
 
 /// An analytical model on the command line.
@@ -37,7 +38,9 @@ pub enum ModelArg {
     ReferenceMmc,
     ReferenceChain,
     ReferenceCtmc,
-    Ours,
+    /// The batching model (`ours` is accepted as its former name).
+    #[value(alias = "ours")]
+    Batching,
 }
 
 impl From<ModelArg> for ModelKind {
@@ -46,7 +49,7 @@ impl From<ModelArg> for ModelKind {
             ModelArg::ReferenceMmc => ModelKind::ReferenceMmc,
             ModelArg::ReferenceChain => ModelKind::ReferenceChain,
             ModelArg::ReferenceCtmc => ModelKind::ReferenceCtmc,
-            ModelArg::Ours => ModelKind::Ours,
+            ModelArg::Batching => ModelKind::Batching,
         }
     }
 }
@@ -61,7 +64,7 @@ Examples:\n  \
     bench-native compare\n  \
     bench-native compare --name reference_grid --noise-floor 5-204   # + the 5-seed yardstick's own noise\n  \
     bench-native compare --rates 1,3 --batches 8 --kv 4096 --seeds 0 --horizon 200 --out /tmp/cmp\n  \
-    bench-native compare --models ours,reference-chain --rates 0.5,1,2,3\n  \
+    bench-native compare --models batching,reference-chain --rates 0.5,1,2,3\n  \
     bench-native compare --preset vllm --kv-mode paged --rates 1,2,4,8 --batches 16,64 --kv 16384,65536 --name sharegpt_paged"
 )]
 pub struct CompareArgs {
@@ -720,9 +723,9 @@ mod tests {
 
     #[test]
     fn noise_floor_is_also_scored_on_a_models_configurations() {
-        // Three configurations; `ours` is unstable on the third, where the simulator's
+        // Three configurations; `batching` is unstable on the third, where the simulator's
         // other seeds are far off (50 %), so the like-for-like figure must leave it out.
-        let row = |sim: f64, noise: f64, ours: Outcome| ConfigRow {
+        let row = |sim: f64, noise: f64, batching: Outcome| ConfigRow {
             rate: 1.0,
             max_batch: 8,
             kv_tokens: 4096,
@@ -739,7 +742,7 @@ mod tests {
                 arrivals: 100,
             },
             models: vec![
-                (Predictor::Model(ModelKind::Ours), ours, 1e-4),
+                (Predictor::Model(ModelKind::Batching), batching, 1e-4),
                 (
                     Predictor::Simulator,
                     Outcome::Predicted([Some(noise); 6].map(|x| x.map(|v| v * sim))),
@@ -757,7 +760,7 @@ mod tests {
         assert!((all.mre[0].unwrap() - (0.02 + 0.04 + 0.5) / 3.0).abs() < 1e-12);
         let text = noise_floor_like_for_like(&rows);
         assert!(
-            text.contains("on the 2 configurations `ours` predicted, mean TTFT 3.00 %"),
+            text.contains("on the 2 configurations `batching` predicted, mean TTFT 3.00 %"),
             "{text}"
         );
         // Nothing to add when every model predicted every configuration.

@@ -39,13 +39,13 @@ mod native {
             });
             group.finish();
         }
-        // The heaviest configuration for `ours` (near-critical B = 4 with a slow transient
+        // The heaviest configuration for the batching model (near-critical B = 4 with a slow transient
         // and a KV rebuild in three of its four fixed-point passes).
         let worst = SimConfig::reference(3.0, 4, 16384);
-        let mut group = c.benchmark_group("ours");
+        let mut group = c.benchmark_group("batching");
         group.sample_size(20);
         group.bench_function("worst config (λ=3, B=4, K=16384)", |bch| {
-            bch.iter(|| black_box(predict(ModelKind::Ours, black_box(&worst))))
+            bch.iter(|| black_box(predict(ModelKind::Batching, black_box(&worst))))
         });
         group.finish();
         // The heaviest configuration for the reference multi-class CTMC: K = 16384 gives the

@@ -47,7 +47,7 @@ fn main() {
                             }
                             err[i][4] += (a[4] - sim[4]).abs();
                             count[i] += 1;
-                            if verbose && kind == ModelKind::Ours {
+                            if verbose && kind == ModelKind::Batching {
                                 println!(
                                     "λ={rate} B={b} K={k}: mean {:.4}/{:.4} p95 {:.4}/{:.4} p99 {:.4}/{:.4} good {:.4}/{:.4} blk {:.4}/{:.4}",
                                     a[0], sim[0], a[1], sim[1], a[2], sim[2], a[3], sim[3], a[4], sim[4]

@@ -1,6 +1,7 @@
 //! Times each analytical model per configuration on the 48-config grid (each configuration's
 //! time is the mean of `reps` evaluations; prints the mean, median and worst over the grid).
-//! `cargo run --release -p engine --example model_timing -- [model] [reps]`
+//! `cargo run --release -p engine --example model_timing -- [model] [reps]` (model: a
+//! name such as `batching` or `reference_ctmc`, or `all`).
 use engine::analytic::{predict, ModelKind};
 use engine::SimConfig;
 
@@ -9,7 +10,7 @@ fn main() {
     let only = args.get(1).filter(|a| a.as_str() != "all");
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     for kind in ModelKind::ALL {
-        if only.is_some_and(|o| o != kind.as_str()) {
+        if only.is_some_and(|o| ModelKind::from_name(o) != Some(kind)) {
             continue;
         }
         let mut worst = (0.0f64, String::new());

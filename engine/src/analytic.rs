@@ -1,4 +1,5 @@
-//! Analytical queueing models (SPEC §4), one file per model under `analytic/`.
+//! Analytical queueing models (`docs/model.md`, Analytical models), one file per model
+//! under `analytic/`.
 //!
 //! * Textbook closed forms, each validating its parameters in `new()` and returning an
 //!   explicit [`Stability::Unstable`] instead of a NaN when ρ ≥ 1: [`Little`], [`Mm1`],
@@ -9,8 +10,9 @@
 //!   (multi-class, solved with a sparse iterative solver) and the threshold (DP) admission
 //!   rule [`dp_threshold`].
 //! * [`capacity`]: compute / KV / slot bounds and an SLO capacity search.
-//! * [`Ours`]: a state-dependent knapsack + transient birth–death model that accounts for
-//!   joiner prefill stalls, length variance and size-biased admission.
+//! * [`BatchingModel`]: the batching model, a state-dependent knapsack + transient
+//!   birth–death model that accounts for joiner prefill stalls, length variance and
+//!   size-biased admission.
 //!
 //! Every server-level model is reachable through one entry point, [`predict`], so
 //! comparisons can loop over [`ModelKind::ALL`].
@@ -28,6 +30,7 @@
 //! }
 //! ```
 
+mod batching;
 mod birth_death;
 pub mod capacity;
 mod ctmc;
@@ -37,11 +40,11 @@ mod lengths;
 mod little;
 mod mg1;
 mod mm1;
-mod ours;
 mod reference_mmc;
 mod special;
 mod threshold;
 
+pub use batching::BatchingModel;
 pub use birth_death::ReferenceChain;
 pub use capacity::{capacity_bounds, slo_capacity, Bound, CapacityBounds, SloCapacity};
 pub use ctmc::ReferenceCtmc;
@@ -50,7 +53,6 @@ pub use ggc::{ca2_from_burstiness, AllenCunneen, Kingman};
 pub use little::Little;
 pub use mg1::Mg1;
 pub use mm1::Mm1;
-pub use ours::Ours;
 pub use reference_mmc::ReferenceMmc;
 pub use threshold::{dp_threshold, Threshold};
 
@@ -162,7 +164,7 @@ impl std::fmt::Display for Stability {
     }
 }
 
-/// What a server-level model predicts for one configuration (SPEC §3 metrics).
+/// What a server-level model predicts for one configuration (`docs/model.md`, Metrics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Predicted {
     /// Mean TTFT [s].
@@ -249,8 +251,9 @@ pub enum ModelKind {
     ReferenceChain,
     /// The reference study's multi-class CTMC.
     ReferenceCtmc,
-    /// Our model.
-    Ours,
+    /// The batching model ([`BatchingModel`]); `ours` is accepted as its former name.
+    #[serde(alias = "ours")]
+    Batching,
 }
 
 impl ModelKind {
@@ -258,7 +261,7 @@ impl ModelKind {
         ModelKind::ReferenceMmc,
         ModelKind::ReferenceChain,
         ModelKind::ReferenceCtmc,
-        ModelKind::Ours,
+        ModelKind::Batching,
     ];
 
     /// Short machine name (CSV columns, CLI values).
@@ -267,8 +270,18 @@ impl ModelKind {
             ModelKind::ReferenceMmc => "reference_mmc",
             ModelKind::ReferenceChain => "reference_chain",
             ModelKind::ReferenceCtmc => "reference_ctmc",
-            ModelKind::Ours => "ours",
+            ModelKind::Batching => "batching",
         }
+    }
+
+    /// The model named `name`: its [`as_str`](Self::as_str) name, with `-` for `_`
+    /// allowed, or `ours`, the batching model's former name (old URLs and scripts).
+    pub fn from_name(name: &str) -> Option<ModelKind> {
+        let name = name.trim().to_ascii_lowercase().replace('-', "_");
+        if name == "ours" {
+            return Some(ModelKind::Batching);
+        }
+        ModelKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
     /// Human-readable name (legends).
@@ -277,7 +290,7 @@ impl ModelKind {
             ModelKind::ReferenceMmc => "M/M/C baseline (reference)",
             ModelKind::ReferenceChain => "birth–death chain (reference)",
             ModelKind::ReferenceCtmc => "multi-class CTMC (reference)",
-            ModelKind::Ours => "kvqueue model",
+            ModelKind::Batching => "batching model",
         }
     }
 }
@@ -312,7 +325,7 @@ pub fn predict(model: ModelKind, cfg: &SimConfig) -> Result<Prediction, Analytic
         ModelKind::ReferenceMmc => Ok(ReferenceMmc::from_config(cfg)?.prediction(cfg)),
         ModelKind::ReferenceChain => Ok(ReferenceChain::from_config(cfg)?.prediction(cfg)),
         ModelKind::ReferenceCtmc => Ok(ReferenceCtmc::from_config(cfg)?.prediction(cfg)),
-        ModelKind::Ours => Ours::from_config(cfg)?.prediction(),
+        ModelKind::Batching => BatchingModel::from_config(cfg)?.prediction(),
     }
 }
 
@@ -357,7 +370,35 @@ mod tests {
                 "{name}"
             );
         }
-        let ours = predict(ModelKind::Ours, &with).unwrap();
-        assert!(ours.metrics().is_some(), "ours covers λ = 2, B = 8");
+        let batching = predict(ModelKind::Batching, &with).unwrap();
+        assert!(
+            batching.metrics().is_some(),
+            "the batching model covers λ = 2, B = 8"
+        );
+    }
+
+    #[test]
+    fn the_batching_model_keeps_its_former_name_as_an_alias() {
+        for name in ["batching", "Batching", "ours", "OURS"] {
+            assert_eq!(
+                ModelKind::from_name(name),
+                Some(ModelKind::Batching),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            ModelKind::from_name("reference-chain"),
+            Some(ModelKind::ReferenceChain)
+        );
+        assert_eq!(ModelKind::from_name("kvqueue"), None);
+        for kind in ModelKind::ALL {
+            assert_eq!(ModelKind::from_name(kind.as_str()), Some(kind));
+        }
+        let old: ModelKind = serde_json::from_str("\"ours\"").unwrap();
+        assert_eq!(old, ModelKind::Batching);
+        assert_eq!(
+            serde_json::to_string(&ModelKind::Batching).unwrap(),
+            "\"batching\""
+        );
     }
 }

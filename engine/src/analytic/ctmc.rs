@@ -37,6 +37,7 @@ use super::{AnalyticError, Predicted, Prediction};
 use crate::config::SimConfig;
 use sprs::linalg::bicgstab::BiCGSTAB;
 use sprs::{CsVec, TriMat};
+use statrs::function::factorial::ln_factorial;
 
 /// KV page size of the reference CTMC [tokens].
 pub const PAGE_TOKENS: f64 = 16.0;
@@ -355,9 +356,7 @@ struct WaitMixture {
 
 impl WaitMixture {
     fn new(w0: f64, wk: Vec<f64>, rate: f64) -> WaitMixture {
-        let ln_fact = (0..wk.len())
-            .map(|j| libm::lgamma(j as f64 + 1.0))
-            .collect();
+        let ln_fact = (0..wk.len()).map(|j| ln_factorial(j as u64)).collect();
         WaitMixture {
             w0,
             wk,

@@ -7,7 +7,7 @@
 //! TTFT = `s_ft + Wq` with the first-token service `s_ft = prefill(C, E[Lp]) + decode(C)`;
 //! quantiles from `P(Wq > t) = C(C, A) e^{−(Cμ−λ)t}`.
 //!
-//! # Known defects (kept on purpose; [`super::Ours`] fixes them)
+//! # Known defects (kept on purpose; [`super::BatchingModel`] fixes them)
 //! Blocking from a loss system but the wait from a queue with no loss (inconsistent);
 //! every request treated as the mean request (no length variance, no size-biased
 //! admission); prefill stalls of later joiners ignored; unstable (no answer) when

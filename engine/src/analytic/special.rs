@@ -1,60 +1,12 @@
-//! Special functions shared by the models: regularized incomplete gamma (Erlang and gamma
-//! CDFs), the normal CDF, and a monotone root finder for mixture quantiles. libm only, so
-//! native and wasm results are identical.
+//! Special functions and distributions shared by the models, from `statrs`: the gamma CDF
+//! by mean and SCV, the Erlang CDF, Poisson tails and the standard normal CDF and
+//! quantile; and a monotone root finder for mixture quantiles. statrs evaluates with the
+//! platform's `f64` functions, so native and wasm predictions can differ in the last bits
+//! (the simulator's records do not use these functions).
 
-/// Regularized lower incomplete gamma `P(a, x)` for `a > 0`, `x ≥ 0`.
-///
-/// # Formula
-/// Series `P = e^{−x} x^a / Γ(a+1) Σ x^n / ((a+1)…(a+n))` for `x < a + 1`, Lentz's
-/// continued fraction for `Q = 1 − P` otherwise (Numerical Recipes §6.2).
-pub(crate) fn gamma_p(a: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if !x.is_finite() {
-        return 1.0;
-    }
-    let ln_pre = a * libm::log(x) - x - libm::lgamma(a);
-    if x < a + 1.0 {
-        let mut ap = a;
-        let mut sum = 1.0 / a;
-        let mut del = sum;
-        for _ in 0..10_000 {
-            ap += 1.0;
-            del *= x / ap;
-            sum += del;
-            if del.abs() < sum.abs() * 1e-15 {
-                break;
-            }
-        }
-        (sum * libm::exp(ln_pre)).clamp(0.0, 1.0)
-    } else {
-        let tiny = 1e-300;
-        let mut b = x + 1.0 - a;
-        let mut c = 1.0 / tiny;
-        let mut d = 1.0 / b;
-        let mut h = d;
-        for i in 1..10_000 {
-            let an = -(i as f64) * (i as f64 - a);
-            b += 2.0;
-            d = an * d + b;
-            if d.abs() < tiny {
-                d = tiny;
-            }
-            c = b + an / c;
-            if c.abs() < tiny {
-                c = tiny;
-            }
-            d = 1.0 / d;
-            let del = d * c;
-            h *= del;
-            if (del - 1.0).abs() < 1e-15 {
-                break;
-            }
-        }
-        (1.0 - libm::exp(ln_pre) * h).clamp(0.0, 1.0)
-    }
-}
+use statrs::distribution::{
+    Continuous, ContinuousCDF, DiscreteCDF, Erlang, Gamma, Normal, Poisson,
+};
 
 /// CDF of a gamma distribution with the given mean and squared coefficient of variation
 /// at `t` (a point mass at the mean when `scv` is 0).
@@ -66,7 +18,11 @@ pub(crate) fn gamma_cdf_mean_scv(mean: f64, scv: f64, t: f64) -> f64 {
         return if t >= mean { 1.0 } else { 0.0 };
     }
     let shape = 1.0 / scv;
-    gamma_p(shape, t * shape / mean)
+    match Gamma::new(shape, shape / mean) {
+        Ok(g) => g.cdf(t),
+        // A shape or rate that overflows: all the mass at the mean.
+        Err(_) => f64::from(t >= mean),
+    }
 }
 
 /// CDF of Erlang(k, rate) at `t`.
@@ -74,14 +30,45 @@ pub(crate) fn erlang_cdf(k: u32, rate: f64, t: f64) -> f64 {
     if k == 0 {
         return 1.0;
     }
-    gamma_p(k as f64, rate * t)
+    let x = rate * t;
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if !x.is_finite() {
+        return 1.0;
+    }
+    Erlang::new(u64::from(k), rate).map_or(0.0, |e| e.cdf(t))
+}
+
+/// `P(N ≥ k)` for N Poisson with the given mean (0 for a mean of 0).
+pub(crate) fn poisson_at_least(k: u64, mean: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    Poisson::new(mean).map_or(0.0, |p| p.sf(k - 1))
 }
 
 /// Standard normal CDF.
 pub(crate) fn normal_cdf(z: f64) -> f64 {
-    0.5 * libm::erfc(-z / core::f64::consts::SQRT_2)
+    Normal::standard().cdf(z)
 }
 
+/// Inverse standard normal CDF (−∞ at 0, ∞ at 1).
+pub(crate) fn normal_quantile(p: f64) -> f64 {
+    if p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    let n = Normal::standard();
+    let x = n.inverse_cdf(p);
+    // One Halley step on the CDF: statrs' inverse alone misses the 1e-12 round trip
+    // F(F⁻¹(p)) = p of the test below; the step restores it.
+    let e = n.cdf(x) - p;
+    let u = e / n.pdf(x);
+    x - u / (1.0 + x * u / 2.0)
+}
 /// Smallest `t` in `[lo, hi]` with `f(t) ≥ target` for a non-decreasing `f`, by bisection
 /// (to a relative width of 1e-10). Returns `hi` if even `f(hi) < target`.
 pub(crate) fn invert_monotone(
@@ -116,16 +103,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gamma_p_known_values() {
-        // P(1, x) = 1 − e^{−x}.
+    fn gamma_and_normal_known_values() {
+        // Gamma of shape 1 (SCV 1) is exponential: 1 − e^{−t/mean}.
         for x in [0.1, 1.0, 3.0, 10.0] {
-            assert!((gamma_p(1.0, x) - (1.0 - (-x).exp())).abs() < 1e-13);
+            assert!((gamma_cdf_mean_scv(2.0, 1.0, 2.0 * x) - (1.0 - (-x).exp())).abs() < 1e-13);
         }
         // Erlang(3, 1) at 2: 1 − e^{−2}(1 + 2 + 2) = 0.3233235838.
         assert!((erlang_cdf(3, 1.0, 2.0) - 0.323_323_583_8).abs() < 1e-9);
-        // P(0.5, x) = erf(√x).
-        assert!((gamma_p(0.5, 2.0) - libm::erf(2f64.sqrt())).abs() < 1e-12);
+        assert_eq!(erlang_cdf(0, 1.0, 2.0), 1.0);
+        // Shape ½ (SCV 2): P(½, x) = erf(√x), at x = t·shape/mean.
+        assert!((gamma_cdf_mean_scv(0.25, 2.0, 1.0) - libm::erf(2f64.sqrt())).abs() < 1e-12);
+        // Point masses where the SCV or the mean degenerates.
+        assert_eq!(gamma_cdf_mean_scv(3.0, 0.0, 2.9), 0.0);
+        assert_eq!(gamma_cdf_mean_scv(3.0, 0.0, 3.0), 1.0);
+        assert_eq!(gamma_cdf_mean_scv(0.0, 1.0, 0.0), 1.0);
         assert!((normal_cdf(1.959_963_985) - 0.975).abs() < 1e-9);
+        for p in [1e-6, 0.01, 0.3, 0.5, 0.9, 0.999] {
+            let e = normal_cdf(normal_quantile(p)) - p;
+            assert!(e.abs() < 1e-12, "{p}: {e}");
+        }
+        assert_eq!(normal_quantile(0.0), f64::NEG_INFINITY);
+        assert_eq!(normal_quantile(1.0), f64::INFINITY);
+        // Poisson tails: P(N ≥ 1) = 1 − e^{−μ}, P(N ≥ 2) = 1 − e^{−μ}(1 + μ).
+        for mu in [1e-3f64, 0.2, 1.0, 7.5] {
+            let e = (-mu).exp();
+            assert!((poisson_at_least(1, mu) - (1.0 - e)).abs() < 1e-12 * (1.0 - e));
+            assert!((poisson_at_least(2, mu) - (1.0 - e * (1.0 + mu))).abs() < 1e-12);
+        }
+        assert_eq!(poisson_at_least(1, 0.0), 0.0);
+        assert_eq!(poisson_at_least(0, 0.0), 1.0);
     }
 
     #[test]

@@ -1,0 +1,516 @@
+//! The batching model: a size-aware, stall-aware, finite-horizon model of a
+//! continuous-batching server. Where the reference models see mean lengths, an
+//! exponential server and the stationary regime, it follows the length distribution into
+//! the KV cache, charges every joiner's prefill to the batch it stalls, and integrates the
+//! queue from an empty server over the run's horizon (`docs/model.md`, Analytical models).
+//!
+//! # Method
+//! 1. **Lengths**: the joint (prompt, output) distribution as ~1000 atoms with tail-refined
+//!    quantile bins (see `lengths.rs`), not just the means.
+//! 2. **KV occupancy** (reserve mode, [`kv_occupancy`]): given n in system, the reserved
+//!    tokens are the sum of n i.i.d. sizes drawn from the *in-system* composition, which by
+//!    Little's law per size is the arrival distribution weighted by the hold time
+//!    `W̄ + S(P, O)` (size-biased by output length, through the service), truncated at K
+//!    (product-form knapsack, Kaufman–Roberts style, on a ≤ 129-unit grid). The acceptance
+//!    probability of an arrival finding n, `a(n) = P(R_n + size ≤ K)`, uses the arrival
+//!    sizes, so small requests are admitted more often (size-biased admission), and the
+//!    accepted requests' mean prompt/output — hence the service rate — follow from it.
+//! 3. **Stalls** ([`service`]): every joiner's prefill stalls the whole batch. With n ≤ B
+//!    running, the decode rate is slowed by the arrival-driven prefill fraction `λ a(n) δ`;
+//!    with a queue, each departure brings a joiner, so the full-batch departure rate is
+//!    `D = B / (E[O]·decode(B) + B·δ(B))`, δ the joiner's prefill (continuous) or the extra
+//!    cost of the mixed iteration (chunked).
+//! 4. **Transient** ([`transient`]): the birth–death chain on n (births λ a(n), deaths
+//!    D(n)) is integrated from an empty server over the horizon (`∫₀ᵀ p dt` from the law at
+//!    T by the flux identity), so near-critical loads whose queue fills over hundreds of
+//!    seconds, and the cut horizon's unfinished requests, are accounted for; PASTA uses the
+//!    time-averaged distribution. Goodput with a cut horizon is `Σ_n D(n)·∫p_n dt / T`
+//!    (accepted minus those still in system at T).
+//!    **Service variability**: with a queue (n > B) the number in system moves like a
+//!    diffusion of drift `λ a(n) − D` and variance `λ a(n) + c²·D`, c² the service-time
+//!    SCV (also the long-run dispersion of B superposed departure streams); an exponential
+//!    chain has variance `λ a(n) + D` and so spreads the queue too wide when c² < 1 (here
+//!    c² ≈ 0.6: +12–16 % mean TTFT at B = 1, λ = 0.5). Each queueing state cancels
+//!    `θ = min((1 − c²)·D/2, λ a(n)/2)` from both its birth and death: the drift — hence
+//!    throughput = accepted arrivals and the transient's pace — is kept, the variance
+//!    matched. For M/G/1 the chain's mean queue is then exactly Pollaczek–Khinchine's
+//!    (unit test), for M/G/c Allen–Cunneen's; in overload (KV-limited B = 1) it piles
+//!    the queue nearer the KV limit, as the diffusion does. Departures are read with the
+//!    real D(n).
+//! 5. **TTFT** ([`ttft`]): an accepted arrival finding n < B waits the residual of the
+//!    current iteration (length-biased: a prefill iteration's over the prompt
+//!    distribution), its prefill `prefill(n+1, P)` (P from the accepted prompt
+//!    distribution given n) and, in reference mode, its first decode plus the prefills of
+//!    requests joining in between (Poisson: one, with the joiner's prompt in four groups
+//!    of its distribution, or two); finding n ≥ B it waits for `n − B + 1` departures, a
+//!    gamma with the exact residual of the first departure (B = 1) or the minimum of B
+//!    equilibrium residuals (B > 1, two moments from the length atoms) and the
+//!    service-time variance (length variance) for the rest. The departures' time scale is
+//!    state-dependent: the KV convolution carries the mean output of the requests in
+//!    system given n (crowded, KV-limited states hold smaller requests), normalised so the
+//!    mean wait is unchanged, and the variance of their summed output given n (the KV
+//!    limit truncates the sum, so crowded states wait a much less variable time than n
+//!    i.i.d. services). Quantiles invert the mixture CDF ([`mixture`]).
+//! 6. **Paged** (queueing) mode ([`paged`]): no reservation loss; the running set is
+//!    limited by B and by the KV the running requests occupy on average (prompt + half the
+//!    output); unstable (explicit) when λ exceeds the full-batch departure rate.
+//!
+//! # Validity
+//! Poisson arrivals; `continuous` and `chunked` policies; any cost model (evaluated at the
+//! batch's size); first-token convention and horizon/end rule from the configuration.
+//! The variance matching needs θ < λ a(n), so it is capped at half the birth rate: at
+//! light load (λ a(n) < (1 − c²)·D/2) the queue is only partly narrowed, which matters
+//! little as queueing states are then rare. Known limits (reference grid): in KV-limited
+//! overload at B = 1 the accepted requests are smaller than the product-form composition
+//! says (blocking +1.1–1.5 points, goodput −2–3 %); with B > 1 and no queue, the residual
+//! of the iteration in progress is uniform (over twice its length-biased mean) and a
+//! second joiner adds the mean prefill, so p99 TTFT is still low by 13–19 % where other
+//! joiners' prefills dominate the tail (B = 8, λ ≥ 2, against 200-seed simulations); with
+//! B = 4 and K = 2048 (λ ≥ 2) it is high by 34–39 %.
+//!
+//! # Cost
+//! The KV convolution (n-fold, ≤ 129-unit grid) is rebuilt only while the waiting share
+//! of the hold time α = W̄/(W̄ + E[S]) moves by more than 0.01 between fixed-point passes,
+//! and convolves only the size distribution: by symmetry of the n i.i.d. sizes, the two
+//! moments of the summed output given n are dot products of the (n−1)- and (n−2)-fold
+//! convolutions with prefix sums of the output-weighted sizes;
+//! the transient's `∫₀ᵀ p dt` is O(states) when the chain has relaxed by T (the law at
+//! T is then the stationary one), else the law at T from the few relaxation modes still
+//! alive at T (bisection on Sturm counts and inverse iteration; a Chebyshev expansion of
+//! `e^{QT}`, about `√(90·T·Λ)` tridiagonal products instead of uniformisation's `T·Λ`
+//! steps, when they are many or clustered); quantiles use safeguarded Halley steps on the
+//! log-odds of the mixture CDF (with its density and the density's slope), starting from
+//! the quantiles of a gamma with the mixture's two moments (3–5 evaluations each), and a
+//! gamma component is not evaluated where a bound on its tail, times its weight, is below
+//! 4e-18 of the mixture.
+
+mod kv_occupancy;
+mod mixture;
+mod paged;
+mod service;
+mod transient;
+mod ttft;
+
+use super::lengths::{atoms, fast_moments, Atom};
+use super::{AnalyticError, Predicted, Prediction};
+use crate::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
+use crate::workload::{ArrivalProcess, LengthMoments};
+use kv_occupancy::{reserve_states, Hold, KvGrid, StateInfo};
+use mixture::{mixture_cdf_pdf, quantiles};
+use paged::{paged_states, running_cap, Unstable};
+use service::{variance_matched, Costs, Rates, Service};
+use transient::occupancy_integral;
+use ttft::{min_residual_moments, TtftInputs};
+
+/// Bins per length marginal.
+const BINS: usize = 32;
+/// Fixed-point passes at most.
+const ITERS: usize = 4;
+
+/// The batching model, bound to one configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchingModel {
+    cfg: SimConfig,
+    atoms: Vec<Atom>,
+    moments: LengthMoments,
+}
+
+/// What one configuration fixes before the fixed point: the KV grid, the cost tables and
+/// the prompt bins.
+struct Setup<'a> {
+    cfg: &'a SimConfig,
+    atoms: &'a [Atom],
+    m: LengthMoments,
+    b_max: u32,
+    reserve: bool,
+    grid: KvGrid,
+    svc: Service<'a>,
+    /// [`min_residual_moments`] at the running-set cap.
+    min_res: (f64, f64),
+    /// Prompt bins: (lower edge, upper edge, mean) [tokens], and their weights.
+    pbin_range: Vec<(f64, f64, f64)>,
+    pbin_w: Vec<f64>,
+    /// `E[X²]/E[X]²` of the prefill iteration X over the prompts, by batch size.
+    pf_bias: Vec<f64>,
+    /// Prefill of each atom alone [s] (the service part of its hold time); atoms sharing
+    /// a prompt bin share the prompt.
+    pf1: Vec<f64>,
+    /// `(Σ w·pf, Σ w·O, Σ w)` over the atoms that fit: the mean service part of the hold
+    /// time of an arrival that does not wait is `(Σ w·pf + τ·Σ w·O) / Σ w`.
+    hold: (f64, f64, f64),
+    /// Prefill-time slope per prompt token at the full batch [s/token].
+    slope: f64,
+}
+
+/// The fixed point over the accepted means, the mean wait and the states.
+struct FixedPoint {
+    /// Accepted mean prompt, mean and second moment of the output [tokens, tokens²].
+    acc_p: f64,
+    acc_o: f64,
+    acc_o2: f64,
+    /// Mean wait of an accepted arrival [s].
+    mean_wait: f64,
+    states: Vec<StateInfo>,
+    /// The waiting share of the hold time the KV composition was last built for.
+    kv_alpha: Option<f64>,
+}
+
+/// Acceptance-weighted means over the time-average law: (accepted share, mean prompt,
+/// mean output, mean squared output) of the accepted arrivals.
+fn accepted_means(avg: &[f64], states: &[StateInfo]) -> (f64, f64, f64, f64) {
+    let accepted: f64 = avg.iter().zip(states).map(|(x, s)| x * s.accept).sum();
+    let mean = |f: fn(&StateInfo) -> f64| {
+        avg.iter()
+            .zip(states)
+            .map(|(x, s)| x * s.accept * f(s))
+            .sum::<f64>()
+            / accepted
+    };
+    (
+        accepted,
+        mean(|s| s.acc_prompt),
+        mean(|s| s.acc_output),
+        mean(|s| s.acc_output2),
+    )
+}
+
+impl BatchingModel {
+    /// # Errors
+    /// [`AnalyticError::Config`] for an invalid configuration; [`AnalyticError::Unsupported`]
+    /// for policies other than continuous/chunked, or non-Poisson arrivals.
+    pub fn from_config(cfg: &SimConfig) -> Result<BatchingModel, AnalyticError> {
+        cfg.validate()?;
+        if !matches!(
+            cfg.server.policy,
+            Policy::Continuous | Policy::Chunked | Policy::LlamaCpp
+        ) {
+            return Err(AnalyticError::Unsupported {
+                model: "batching",
+                what: format!("policy {}", cfg.server.policy.as_str()),
+            });
+        }
+        if !matches!(cfg.workload.arrivals, ArrivalProcess::Poisson { .. }) {
+            return Err(AnalyticError::Unsupported {
+                model: "batching",
+                what: "non-Poisson arrivals".into(),
+            });
+        }
+        Ok(BatchingModel {
+            cfg: cfg.clone(),
+            atoms: atoms(&cfg.workload.lengths, BINS),
+            moments: fast_moments(&cfg.workload.lengths),
+        })
+    }
+
+    /// The prediction.
+    ///
+    /// # Errors
+    /// [`AnalyticError::Invalid`] when no request fits the KV cache; otherwise none on a
+    /// validated configuration (kept fallible for future numerical checks).
+    pub fn prediction(&self) -> Result<Prediction, AnalyticError> {
+        let setup = self.setup()?;
+        let m = self.moments;
+        let mut fp = FixedPoint {
+            acc_p: m.prompt.0,
+            acc_o: m.output.0,
+            acc_o2: m.output.1,
+            mean_wait: 0.0,
+            states: Vec::new(),
+            kv_alpha: None,
+        };
+        for iter in 0..ITERS {
+            if let Some(p) = setup.pass(&mut fp, iter + 1 == ITERS) {
+                return Ok(p);
+            }
+        }
+        Err(AnalyticError::NoConvergence {
+            what: "batching-model fixed point",
+            residual: f64::NAN,
+        })
+    }
+
+    fn setup(&self) -> Result<Setup<'_>, AnalyticError> {
+        let cfg = &self.cfg;
+        let b_max = cfg.server.max_batch;
+        let k_tok = cfg.server.kv_tokens as f64;
+        let block = cfg.server.block_size.max(1) as f64;
+        let reserve = cfg.server.kv_mode == KvMode::Reserve;
+        let m = self.moments;
+        let n_pbins = self.atoms.iter().map(|a| a.prompt_bin).max().unwrap_or(0) + 1;
+        let mut pbin_range = vec![(f64::INFINITY, 0.0f64, 0.0f64); n_pbins];
+        for a in &self.atoms {
+            let r = &mut pbin_range[a.prompt_bin];
+            r.0 = r.0.min(a.prompt_lo);
+            r.1 = r.1.max(a.prompt_hi);
+            r.2 = a.prompt;
+        }
+        let grid = KvGrid::new(&self.atoms, k_tok, block, n_pbins)?;
+        // Running-set cap: B, and in paged mode the KV the running requests occupy.
+        let b_cap = if reserve { b_max } else { running_cap(cfg, &m) };
+        let min_res = if b_cap > 1 {
+            min_residual_moments(&self.atoms, &grid.size_u, grid.k_u, b_cap)
+        } else {
+            (1.0, 1.0)
+        };
+        let costs = Costs { cfg, moments: m };
+        let svc = Service::new(costs, cfg.workload.rate(), b_max, b_cap);
+        let mut pbin_w = vec![0.0; n_pbins];
+        for a in &self.atoms {
+            pbin_w[a.prompt_bin] += a.w;
+        }
+        let pf_bias = svc.prefill_bias(&pbin_w, &pbin_range);
+        let pf_bin: Vec<f64> = pbin_range
+            .iter()
+            .map(|r| costs.prefill_iter(1, r.2))
+            .collect();
+        let pf1: Vec<f64> = self.atoms.iter().map(|a| pf_bin[a.prompt_bin]).collect();
+        let hold = self.atoms.iter().zip(&grid.size_u).zip(&pf1).fold(
+            (0.0, 0.0, 0.0),
+            |(a, o, b), ((at, &s), pf)| {
+                if s <= grid.k_u {
+                    (a + at.w * pf, o + at.w * at.output, b + at.w)
+                } else {
+                    (a, o, b)
+                }
+            },
+        );
+        let slope = (costs.prefill_iter(b_cap, 1000.0) - costs.prefill_iter(b_cap, 0.0)) / 1000.0;
+        Ok(Setup {
+            cfg,
+            atoms: &self.atoms,
+            m,
+            b_max,
+            reserve,
+            grid,
+            svc,
+            min_res,
+            pbin_range,
+            pbin_w,
+            pf_bias,
+            pf1,
+            hold,
+            slope,
+        })
+    }
+}
+
+impl Setup<'_> {
+    /// The states for this pass: in reserve mode rebuilt only while the waiting share of
+    /// the hold time, α = W̄ / (W̄ + E[S]), moves by 0.01 or more (the KV composition
+    /// depends on the wait only through it); in paged mode rebuilt every pass.
+    fn update_states(&self, fp: &mut FixedPoint, rates: &Rates) -> Result<(), Unstable> {
+        if !self.reserve {
+            fp.states = paged_states(&self.svc, rates.d_full, &self.pbin_w, &self.m)?;
+            return Ok(());
+        }
+        let tau = self.svc.dec[self.b_max.min(4) as usize];
+        let (hold_pf, hold_o, hold_w) = self.hold;
+        let hold_service = (hold_pf + tau * hold_o) / hold_w.max(1e-300);
+        let alpha = fp.mean_wait / (fp.mean_wait + hold_service);
+        if fp.kv_alpha.is_some_and(|a: f64| (a - alpha).abs() < 0.01) {
+            return Ok(());
+        }
+        fp.kv_alpha = Some(alpha);
+        let hold = Hold {
+            pf1: &self.pf1,
+            mean_wait: fp.mean_wait,
+            tau,
+        };
+        let n_pbins = self.pbin_range.len();
+        fp.states = reserve_states(
+            self.atoms, &self.grid, &hold, &self.svc, rates, self.b_max, n_pbins,
+        );
+        Ok(())
+    }
+
+    /// One fixed-point pass: rates, states, the transient chain and its read-outs. The
+    /// prediction once the fixed point has settled (or on the `final_pass`), else `None`
+    /// with `fp` updated.
+    fn pass(&self, fp: &mut FixedPoint, final_pass: bool) -> Option<Prediction> {
+        let (cfg, svc) = (self.cfg, &self.svc);
+        let (lambda, b_cap) = (svc.lambda, svc.b_cap);
+        let rates = Rates::new(svc, self.b_max, fp.acc_p, fp.acc_o);
+        if let Err(Unstable { rho }) = self.update_states(fp, &rates) {
+            return Some(Prediction::Unstable { rho });
+        }
+        let states = &fp.states;
+        // Transient birth–death chain from empty over the horizon, variance-matched.
+        let deaths: Vec<f64> = (0..states.len())
+            .map(|n| rates.death_at(svc, n, states[n].accept))
+            .collect();
+        let horizon = cfg.horizon_s;
+        let births: Vec<f64> = states.iter().map(|s| lambda * s.accept).collect();
+        let scv_dep = rates.departure_scv(svc, fp.acc_o2);
+        let (births_ch, deaths_ch) = variance_matched(&births, &deaths, b_cap, scv_dep);
+        let mut avg = occupancy_integral(&births_ch, &deaths_ch, horizon);
+        let departed: f64 = avg.iter().zip(&deaths).map(|(x, d)| x * d).sum();
+        avg.iter_mut().for_each(|x| *x /= horizon);
+        // Read-outs.
+        let (accepted, new_p, new_o, new_o2) = accepted_means(&avg, states);
+        let blocking = (1.0 - accepted).max(0.0);
+        let goodput = match cfg.end {
+            EndRule::Cut => departed / horizon,
+            EndRule::Drain => lambda * accepted,
+        };
+        let (pf_new, st_new) = svc.cost_row(new_p);
+        let m = self.m;
+        let inputs = TtftInputs {
+            svc,
+            states,
+            avg: &avg,
+            deaths: &deaths,
+            d_full: rates.d_full,
+            pf_new: &pf_new,
+            st_new: &st_new,
+            new_o,
+            new_o2,
+            after_decode: cfg.first_token == FirstToken::AfterFirstDecode,
+            min_res: self.min_res,
+            var_p: (m.prompt.1 - m.prompt.0 * m.prompt.0).max(0.0),
+            slope: self.slope,
+            pf_bias: &self.pf_bias,
+            pbin_range: &self.pbin_range,
+        };
+        let parts = inputs.parts();
+        let wsum = parts.wsum;
+        let mean_ttft = parts.mean_ttft / wsum;
+        let new_wait = parts.wait_sum / wsum;
+        // Converged fixed point (or the last pass): only then read out the quantiles.
+        let last = final_pass
+            || ((new_wait - fp.mean_wait).abs() <= 1e-3 * new_wait.max(1e-3)
+                && (new_p - fp.acc_p).abs() <= 1e-3 * fp.acc_p
+                && (new_o - fp.acc_o).abs() <= 1e-3 * fp.acc_o);
+        if !last {
+            fp.mean_wait = new_wait;
+            fp.acc_p = new_p;
+            fp.acc_o = new_o;
+            fp.acc_o2 = new_o2;
+            return None;
+        }
+        let (busy, tpot) = svc.tpot(&avg, &births, &deaths, &st_new);
+        let comps = inputs.mixture(&parts);
+        let [q50, q95, q99] = quantiles(&comps, wsum);
+        let slo = &cfg.metrics;
+        let meets = if tpot <= slo.slo_tpot_s {
+            mixture_cdf_pdf(&comps, wsum, slo.slo_ttft_s).0
+        } else {
+            0.0
+        };
+        Some(Prediction::Stable(Predicted {
+            ttft_mean_s: mean_ttft,
+            ttft_p50_s: q50,
+            ttft_p95_s: q95,
+            ttft_p99_s: q99,
+            tpot_mean_s: if busy > 0.0 {
+                tpot
+            } else {
+                svc.costs.decode(1)
+            },
+            goodput_rps: goodput,
+            blocking,
+            utilisation: busy / b_cap as f64,
+            slo_attainment: (1.0 - blocking) * meets,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analytic::reference_mmc::prefill_tokens;
+
+    #[test]
+    fn a_kv_cache_that_fits_no_request_is_an_error_not_nan() {
+        for (mode, k) in [(KvMode::Reserve, 10), (KvMode::Paged, 16)] {
+            let mut cfg = SimConfig::reference(1.0, 8, k);
+            cfg.server.kv_mode = mode;
+            let got = BatchingModel::from_config(&cfg).and_then(|o| o.prediction());
+            match got {
+                Err(AnalyticError::Invalid { name, why, .. }) => {
+                    assert_eq!(name, "kv_tokens");
+                    assert!(why.contains("every request is rejected"), "{why}");
+                }
+                other => panic!("K = {k} ({mode:?}): {other:?}"),
+            }
+        }
+        // One token more than the smallest request class still predicts finite numbers.
+        let ok = BatchingModel::from_config(&SimConfig::reference(1.0, 8, 2048))
+            .and_then(|o| o.prediction())
+            .unwrap();
+        let m = ok.metrics().unwrap();
+        assert!(m.ttft_mean_s.is_finite() && m.slo_attainment.is_finite());
+    }
+
+    /// B = 1 without KV pressure is M/G/1: the diffusion-matched chain must give
+    /// Pollaczek–Khinchine's mean wait, W = λ·E[S²] / (2(1 − ρ)), not the exponential
+    /// chain's ρ·E[S]/(1 − ρ)-type queue (12–16 % too long for these lengths).
+    #[test]
+    fn single_server_mean_ttft_is_pollaczek_khinchine() {
+        let mut cfg = SimConfig::reference(0.5, 1, 1 << 20);
+        cfg.horizon_s = 1e5;
+        let m = fast_moments(&cfg.workload.lengths);
+        let pf = |tokens: f64| prefill_tokens(&cfg.cost, 1, tokens);
+        let slope = pf(1000.0) - pf(0.0);
+        let d = cfg.cost.decode_step(1, 0);
+        let var_p = m.prompt.1 - m.prompt.0 * m.prompt.0;
+        let var_o = m.output.1 - m.output.0 * m.output.0;
+        let es = pf(m.prompt.0) + m.output.0 * d;
+        let es2 = es * es + var_p * (slope / 1000.0).powi(2) + var_o * d * d;
+        let rho = 0.5 * es;
+        let pk = 0.5 * es2 / (2.0 * (1.0 - rho)) + pf(m.prompt.0) + d;
+        let got = BatchingModel::from_config(&cfg)
+            .unwrap()
+            .prediction()
+            .unwrap()
+            .metrics()
+            .unwrap()
+            .ttft_mean_s;
+        assert!((got - pk).abs() < 0.03 * pk, "model {got} vs P-K {pk}");
+    }
+
+    #[test]
+    fn the_batching_model_is_finite_on_the_grid_corners() {
+        for (lam, b, k) in [
+            (0.5, 1, 2048),
+            (3.0, 1, 16384),
+            (3.0, 8, 2048),
+            (1.0, 4, 8192),
+        ] {
+            let cfg = SimConfig::reference(lam, b, k);
+            let p = BatchingModel::from_config(&cfg)
+                .unwrap()
+                .prediction()
+                .unwrap();
+            let m = p.metrics().unwrap();
+            assert!(m.ttft_mean_s.is_finite() && m.ttft_mean_s > 0.0, "{m:?}");
+            assert!(
+                m.ttft_p50_s <= m.ttft_p95_s && m.ttft_p95_s <= m.ttft_p99_s,
+                "{m:?}"
+            );
+            assert!(
+                (0.0..1.0).contains(&m.blocking) && m.goodput_rps > 0.0,
+                "{m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paged_overload_is_explicit() {
+        let mut cfg = SimConfig::reference(3.0, 1, 16384);
+        cfg.server.kv_mode = KvMode::Paged;
+        assert!(matches!(
+            BatchingModel::from_config(&cfg)
+                .unwrap()
+                .prediction()
+                .unwrap(),
+            Prediction::Unstable { .. }
+        ));
+        cfg.workload = cfg.workload.with_rate(0.3);
+        assert!(BatchingModel::from_config(&cfg)
+            .unwrap()
+            .prediction()
+            .unwrap()
+            .metrics()
+            .is_some());
+    }
+}

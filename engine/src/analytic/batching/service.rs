@@ -1,0 +1,259 @@
+//! Stalls and service rates: the cost model evaluated at the batch's size, the stall a
+//! joiner's prefill adds to the batch it joins, the departure rates of the birth–death
+//! chain and the variance matching of its queueing states (`docs/model.md`, Analytical
+//! models).
+
+use crate::analytic::reference_mmc::prefill_tokens;
+use crate::config::{Policy, SimConfig};
+use crate::cost::BatchShape;
+use crate::workload::LengthMoments;
+
+/// The configuration's cost model at the batch's size.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Costs<'a> {
+    pub cfg: &'a SimConfig,
+    pub moments: LengthMoments,
+}
+
+impl Costs<'_> {
+    /// Context the running set holds at batch `b` [tokens]: each request its prompt and
+    /// half its output.
+    fn cost_ctx(&self, b: u32) -> u64 {
+        let m = &self.moments;
+        (b as f64 * (m.prompt.0 + m.output.0 / 2.0)) as u64
+    }
+
+    /// One decode iteration at batch `b` [s].
+    pub fn decode(&self, b: u32) -> f64 {
+        self.cfg.cost.decode_step(b.max(1), self.cost_ctx(b))
+    }
+
+    /// The iteration that prefills `tokens` for a joiner with `b` running [s].
+    pub fn prefill_iter(&self, b: u32, tokens: f64) -> f64 {
+        match self.cfg.server.policy {
+            Policy::Chunked | Policy::LlamaCpp => {
+                let lo = libm::floor(tokens.max(0.0));
+                let it = |t: u64| {
+                    self.cfg.cost.iteration(&BatchShape {
+                        running: b.max(1),
+                        prefill_tokens: t,
+                        prefill_seqs: 1,
+                        decode_seqs: b.saturating_sub(1),
+                        context_tokens: self.cost_ctx(b),
+                        prefill_attn: self.cfg.cost.prefill_attn(0, t as u32),
+                        decode_ubatches: 0,
+                        max_context_tokens: 0,
+                    })
+                };
+                let (t0, t1) = (it(lo as u64), it(lo as u64 + 1));
+                t0 + (tokens - lo) * (t1 - t0)
+            }
+            _ => prefill_tokens(&self.cfg.cost, b, tokens),
+        }
+    }
+}
+
+/// Cost-model values by running-set size b: decode for all b, and the stall a joiner adds
+/// to the batch it joins, its prefill iteration (continuous) or what that iteration costs
+/// beyond a decode of the others (chunked).
+#[derive(Clone, Debug)]
+pub(super) struct Service<'a> {
+    pub costs: Costs<'a>,
+    /// Arrival rate [1/s].
+    pub lambda: f64,
+    /// Running-set cap (B, or fewer where paged KV limits it).
+    pub b_cap: u32,
+    /// Largest batch tabulated.
+    pub b_hi: u32,
+    /// Decode iteration by batch size [s], `0..=b_hi`.
+    pub dec: Vec<f64>,
+}
+
+impl<'a> Service<'a> {
+    pub fn new(costs: Costs<'a>, lambda: f64, b_max: u32, b_cap: u32) -> Service<'a> {
+        let b_hi = b_max.max(b_cap) + 1;
+        let dec = (0..=b_hi).map(|b| costs.decode(b)).collect();
+        Service {
+            costs,
+            lambda,
+            b_cap,
+            b_hi,
+            dec,
+        }
+    }
+
+    /// A joiner's stall of the batch it joins (b) given its prefill iteration `pf` [s]:
+    /// the whole iteration (continuous), or what it adds to a decode step (chunked).
+    pub fn stall(&self, b: usize, pf: f64) -> f64 {
+        match self.costs.cfg.server.policy {
+            Policy::Chunked | Policy::LlamaCpp => {
+                (pf - self.dec[b.saturating_sub(1).max(1)]).max(0.0)
+            }
+            _ => pf,
+        }
+    }
+
+    /// Prefill iteration and stall by batch size for a prompt of `tokens` [s].
+    pub fn cost_row(&self, tokens: f64) -> (Vec<f64>, Vec<f64>) {
+        let pf: Vec<f64> = (0..=self.b_hi)
+            .map(|b| self.costs.prefill_iter(b, tokens))
+            .collect();
+        let st = pf
+            .iter()
+            .enumerate()
+            .map(|(b, &x)| self.stall(b, x))
+            .collect();
+        (pf, st)
+    }
+
+    /// The stall of a joiner with a prompt of `tokens` at batch `b` [s].
+    pub fn stall_of(&self, b: u32, tokens: f64) -> f64 {
+        self.stall(b as usize, self.costs.prefill_iter(b, tokens))
+    }
+
+    /// `E[X²]/E[X]²` of the prefill iteration X over the prompt bins (weights `pbin_w`, mean
+    /// prompt `ranges[i].2`) by batch size: an arrival that lands in a prefill iteration
+    /// lands in a long one more often, and waits a residual of mean `E[X²]/(2E[X])`.
+    pub fn prefill_bias(&self, pbin_w: &[f64], ranges: &[(f64, f64, f64)]) -> Vec<f64> {
+        (0..=self.b_hi)
+            .map(|b| {
+                let (mut m1, mut m2, mut wt) = (0.0, 0.0, 0.0);
+                for (w, r) in pbin_w.iter().zip(ranges) {
+                    let x = self.costs.prefill_iter(b, r.2);
+                    m1 += w * x;
+                    m2 += w * x * x;
+                    wt += w;
+                }
+                if m1 > 0.0 {
+                    m2 * wt / (m1 * m1)
+                } else {
+                    1.0
+                }
+            })
+            .collect()
+    }
+
+    /// Mean decode time per token of a request at the full running set, its prefill
+    /// excluded: the decode iteration plus the other requests' joiners' stalls [s].
+    fn per_token(&self, st: &[f64], output: f64) -> f64 {
+        let bc = self.b_cap as usize;
+        self.dec[bc] + st[bc] * (self.b_cap as f64 - 1.0) / output.max(1.0)
+    }
+
+    /// Mean running-set size and mean TPOT [s] over the time-average law `avg`: each
+    /// state's decode iteration slowed by the stall rate, arrivals (`births`) below the
+    /// full batch and departures (`deaths`) above it, weighted by the requests decoding.
+    pub fn tpot(&self, avg: &[f64], births: &[f64], deaths: &[f64], st: &[f64]) -> (f64, f64) {
+        let b_cap = self.b_cap;
+        let busy: f64 = avg
+            .iter()
+            .enumerate()
+            .map(|(n, x)| x * (n as u32).min(b_cap) as f64)
+            .sum();
+        let tpot: f64 = avg
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(n, x)| {
+                let b = (n as u32).min(b_cap);
+                let stall_rate = if (n as u32) > b_cap {
+                    deaths[n]
+                } else {
+                    births[n]
+                };
+                x * b as f64 * self.dec[b as usize] * (1.0 + stall_rate * st[b as usize])
+            })
+            .sum::<f64>()
+            / busy.max(1e-300);
+        (busy, tpot)
+    }
+}
+
+/// The departure rates for the accepted requests' mean prompt and output.
+#[derive(Clone, Debug)]
+pub(super) struct Rates {
+    /// Prefill iteration and stall by batch size for the accepted mean prompt [s].
+    pub pf_acc: Vec<f64>,
+    pub st_acc: Vec<f64>,
+    /// Accepted mean output [tokens].
+    pub acc_o: f64,
+    /// Departure rate of a full batch whose departures each bring a joiner [1/s]:
+    /// `D = B / (E[O]·decode(B) + B·δ(B))`.
+    pub d_full: f64,
+}
+
+impl Rates {
+    pub fn new(svc: &Service, b_max: u32, acc_p: f64, acc_o: f64) -> Rates {
+        let (pf_acc, st_acc) = svc.cost_row(acc_p);
+        let bm = b_max as usize;
+        let d_full = b_max as f64 / (acc_o * svc.dec[bm] + b_max as f64 * st_acc[bm]);
+        Rates {
+            pf_acc,
+            st_acc,
+            acc_o,
+            d_full,
+        }
+    }
+
+    /// Death rate D(n) of the chain [1/s], for an arrival acceptance `accept` at n: below
+    /// the cap the decode is slowed by the arrival-driven prefill fraction `λ a(n) δ`;
+    /// with a queue each departure brings a joiner.
+    pub fn death_at(&self, svc: &Service, n: usize, accept: f64) -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        let b_cap = svc.b_cap;
+        let (pf_acc, st_acc, acc_o, dec) = (&self.pf_acc, &self.st_acc, self.acc_o, &svc.dec);
+        let b = n.min(b_cap as usize);
+        if (n as u32) > b_cap {
+            return b as f64 / (acc_o * dec[b] + b as f64 * st_acc[b]);
+        }
+        let sigma = if (n as u32) < b_cap {
+            (svc.lambda * accept * st_acc[b + 1]).min(0.9)
+        } else {
+            0.0
+        };
+        b as f64 / (pf_acc[b] + acc_o * dec[b] / (1.0 - sigma))
+    }
+
+    /// The service-time SCV of a departure at the full running set (output `acc_o2` its
+    /// second moment), from the output-length variance.
+    pub fn departure_scv(&self, svc: &Service, acc_o2: f64) -> f64 {
+        let (acc_o, bc) = (self.acc_o, svc.b_cap as usize);
+        let pf = self.pf_acc[bc];
+        let per_tok = svc.per_token(&self.st_acc, acc_o);
+        let var_o = (acc_o2 - acc_o * acc_o).max(0.0);
+        var_o * per_tok * per_tok / (pf + acc_o * per_tok).powi(2)
+    }
+}
+
+/// Service variability: with a queue, the number in system moves like a diffusion of
+/// drift `λ_n − D` and variance `λ_n + c²·D` (c² the service-time SCV `scv_dep`, also the
+/// asymptotic dispersion of B superposed departure streams), not the `λ_n + D` of an
+/// exponential chain. Cancelling a rate θ_n from both the birth and the death of each
+/// queueing state (n above `b_cap`) keeps the drift (so throughput = accepted arrivals and
+/// the transient's pace) and matches the variance; for M/G/1 the chain's mean queue is
+/// then Pollaczek–Khinchine's exactly, for M/G/c Allen–Cunneen's.
+///
+/// # Formula
+/// `θ_n = min((1 − c²)·D_n/2, λ_n/2)`; c² > 1 adds variance (θ < 0) the same way.
+pub(super) fn variance_matched(
+    births: &[f64],
+    deaths: &[f64],
+    b_cap: u32,
+    scv_dep: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    births
+        .iter()
+        .zip(deaths)
+        .enumerate()
+        .map(|(n, (&bn, &dn))| {
+            if n as u32 > b_cap {
+                let theta = (0.5 * (1.0 - scv_dep) * dn).min(0.5 * bn);
+                (bn - theta, dn - theta)
+            } else {
+                (bn, dn)
+            }
+        })
+        .unzip()
+}
