@@ -458,7 +458,7 @@ fn thue_morse(mut i: usize, n: usize) -> usize {
     sum % n
 }
 
-/// The reference study's default grid (SPEC Appendix A): 8 rates × 5 B × 4 K.
+/// The reference study's default grid: 8 rates × 5 B × 4 K.
 pub fn reference_grid() -> Vec<Task> {
     let mut v = Vec::new();
     for rate in [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0] {

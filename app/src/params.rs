@@ -5,7 +5,6 @@
 //! [`Params::from_query`] reads it back (unknown keys ignored, bad values reported and
 //! left at the preset's value), so a shared link reproduces the same view.
 
-use crate::curves::CurvePoint;
 use crate::metric::Metric;
 use engine::config::{EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
@@ -506,22 +505,6 @@ impl Params {
         }
     }
 
-    /// What the simulated `points` (swept with these parameters) say is wrong with the
-    /// parameters as a whole, in plain words: so far, that no request fits in the KV
-    /// cache — every arrival is rejected even at the lowest rate, the curves of every
-    /// latency metric are empty and the models have nothing to predict.
-    pub fn diagnose(&self, points: &[CurvePoint]) -> Option<String> {
-        let lowest = points.first()?;
-        let blocking = lowest.get(Metric::Blocking);
-        (blocking.n > 0 && blocking.mean? >= 1.0 - 1e-9).then(|| {
-            format!(
-                "no request fits in K = {} tokens: every request is rejected (blocking 100 %) — raise {}",
-                self.kv_tokens,
-                label("K")
-            )
-        })
-    }
-
     /// The URL query string (without `?`) that reproduces this view.
     pub fn to_query(&self) -> String {
         let mut q: Vec<(&str, String)> = vec![
@@ -812,38 +795,6 @@ mod tests {
         // A value that is not a number leaves the parameters alone.
         assert!(shown.edited("rate", "abc").is_err());
         assert_eq!(shown.edited("rate", "4").unwrap(), shown);
-    }
-
-    #[test]
-    fn a_cache_too_small_for_any_request_is_said_plainly() {
-        use engine::metrics::Aggregate;
-        let point = |rate: f64, blocking: f64| {
-            let mut aggs = vec![Aggregate::default(); Metric::N];
-            aggs[Metric::Blocking.index()] = Aggregate {
-                n: 5,
-                mean: Some(blocking),
-                std: Some(0.0),
-                ci95: Some(0.0),
-            };
-            CurvePoint {
-                rate,
-                aggs,
-                slo_attainment: Some(0.0),
-            }
-        };
-        let p = Params {
-            kv_tokens: 10,
-            ..Params::default()
-        };
-        let msg = p.diagnose(&[point(0.5, 1.0), point(1.0, 1.0)]).unwrap();
-        assert!(
-            msg.starts_with(
-                "no request fits in K = 10 tokens: every request is rejected (blocking 100 %)"
-            ),
-            "{msg}"
-        );
-        assert_eq!(p.diagnose(&[point(0.5, 0.02), point(1.0, 1.0)]), None);
-        assert_eq!(p.diagnose(&[]), None, "nothing swept yet: nothing to say");
     }
 
     #[test]

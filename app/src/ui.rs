@@ -7,7 +7,7 @@
 //! one. The calculator only sweeps while it is shown.
 
 use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
-use crate::curves::{capacity_at_slo, interpolate, to_csv, CurvePoint, PointError};
+use crate::curves::{capacity_at_slo, diagnose, interpolate, to_csv, CurvePoint, PointError};
 use crate::job::{
     model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
 };
@@ -35,7 +35,7 @@ pub enum Tab {
     Timeline,
 }
 
-/// Which view of the page is shown (SPEC Appendix B's [Calculator] [Learn]).
+/// Which view of the page is shown: the calculator or the Learn view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
     Calculator,
@@ -348,7 +348,7 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                 Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
                 _ => None,
             };
-            let note = c.swept.get_value().and_then(|s| s.diagnose(&points));
+            let note = c.swept.get_value().and_then(|s| diagnose(&s, &points));
             let chart = LoadChart {
                 note: note.as_deref(),
                 metric: p.metric,
@@ -550,7 +550,7 @@ fn answer(c: Ctx) -> impl IntoView {
         let diagnosis = c
             .swept
             .get_value()
-            .and_then(|swept| swept.diagnose(&points));
+            .and_then(|swept| diagnose(&swept, &points));
         let sim = if diagnosis.is_some() {
             "none".to_string()
         } else if sweeping.get() || points.len() < p.rates.len() {
