@@ -19,6 +19,7 @@ use crate::params::{self, Arrivals, Cost, Lengths, Params, Preset};
 use crate::pool::Pool;
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
+use gloo_timers::callback::Timeout;
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
@@ -425,15 +426,9 @@ fn download(name: &str, href: &str) {
 }
 
 fn download_text(name: &str, text: &str, mime: &str) {
-    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
-    let opts = web_sys::BlobPropertyBag::new();
-    opts.set_type(mime);
-    if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts) {
-        if let Ok(url) = web_sys::Url::create_object_url_with_blob(&blob) {
-            download(name, &url);
-            let _ = web_sys::Url::revoke_object_url(&url);
-        }
-    }
+    // The object URL is revoked when `url` drops, after the click has started the download.
+    let url = gloo_file::ObjectUrl::from(gloo_file::Blob::new_with_options(text, Some(mime)));
+    download(name, &url);
 }
 
 async fn read_files(c: Ctx, files: web_sys::FileList) {
@@ -444,12 +439,12 @@ async fn read_files(c: Ctx, files: web_sys::FileList) {
             c.file_msg.set(Some((false, format!("{name}: {e}"))));
             continue;
         }
-        let text = match wasm_bindgen_futures::JsFuture::from(f.text()).await {
-            Ok(t) => t.as_string().unwrap_or_default(),
+        let text = match gloo_file::futures::read_as_text(&gloo_file::File::from(f)).await {
+            Ok(t) => t,
             Err(e) => {
                 c.file_msg.set(Some((
                     false,
-                    format!("{name}: could not read the file ({e:?})"),
+                    format!("{name}: could not read the file ({e})"),
                 )));
                 continue;
             }
@@ -698,7 +693,9 @@ pub fn App() -> impl IntoView {
     });
     // Parameters (debounced) → a new sweep, while the calculator is shown and the
     // parameters differ from the last sweep's.
-    let generation = StoredValue::new(0u64);
+    // Each change replaces the pending timer (dropping a gloo `Timeout` cancels it), so
+    // only the last change within the delay starts a sweep.
+    let pending = StoredValue::new_local(None::<Timeout>);
     Effect::new(move |_| {
         let p = c.params.get();
         // An error on show (a bad value, a failed run) always re-runs: setting a field
@@ -710,34 +707,24 @@ pub fn App() -> impl IntoView {
         {
             return;
         }
-        generation.update_value(|g| *g += 1);
-        let g = generation.get_value();
-        set_timeout(
-            move || {
-                if generation.get_value() == g && c.view.get_untracked() == View::Calculator {
-                    start_sweep(c);
-                }
-            },
-            std::time::Duration::from_millis(60),
-        );
+        pending.set_value(Some(Timeout::new(60, move || {
+            if c.view.get_untracked() == View::Calculator {
+                start_sweep(c);
+            }
+        })));
     });
     // Lesson state (debounced) → a new lesson run, while the Learn view is shown.
-    let lesson_generation = StoredValue::new(0u64);
+    let lesson_pending = StoredValue::new_local(None::<Timeout>);
     Effect::new(move |_| {
         let s = c.learn.state.get();
         if c.view.get() != View::Learn || c.learnt.get_value().as_ref() == Some(&s) {
             return;
         }
-        lesson_generation.update_value(|g| *g += 1);
-        let g = lesson_generation.get_value();
-        set_timeout(
-            move || {
-                if lesson_generation.get_value() == g && c.view.get_untracked() == View::Learn {
-                    start_lesson(c);
-                }
-            },
-            std::time::Duration::from_millis(120),
-        );
+        lesson_pending.set_value(Some(Timeout::new(120, move || {
+            if c.view.get_untracked() == View::Learn {
+                start_lesson(c);
+            }
+        })));
     });
 
     let canvas = NodeRef::<leptos::html::Canvas>::new();
