@@ -292,6 +292,7 @@ fn curve_point(
         let mut cfg = p.sim_config(rate, seed);
         cfg.server.max_batch = max_batch;
         cfg.server.kv_tokens = kv_tokens;
+        p.resolve_admission(&mut cfg);
         cfg.validate().map_err(|e| e.to_string())?;
         summaries.push(streams.simulate(&cfg, seed)?);
         out.tick();
@@ -581,6 +582,7 @@ mod tests {
                             let mut cfg = p.sim_config(point.rate, seed);
                             cfg.server.max_batch = b;
                             cfg.server.kv_tokens = k;
+                            p.resolve_admission(&mut cfg);
                             simulate(&cfg).unwrap().summary
                         })
                         .collect();

@@ -15,7 +15,7 @@ use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
-use crate::params::{self, Arrivals, Cost, Lengths, Params, Preset};
+use crate::params::{self, AdmissionRule, Arrivals, Cost, Lengths, Params, Preset};
 use crate::pool::Pool;
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
@@ -905,6 +905,16 @@ pub fn App() -> impl IntoView {
                 {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
                 {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
+                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
+                    {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
+                </Show>
+                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
+                    <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
+                        Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
+                        Err(e) => e,
+                    })}</p>
+                </Show>
                 {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
                 <h2>"Cost model"</h2>
                 {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
