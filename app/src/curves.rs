@@ -2,7 +2,7 @@
 //! plus what the page derives from them — interpolation, CSV export, capacity at the SLO.
 
 use crate::metric::Metric;
-use crate::params::fmt_num;
+use crate::params::{fmt_num, label, Params};
 use engine::metrics::{Aggregate, Summary};
 use serde::{Deserialize, Serialize};
 
@@ -64,7 +64,7 @@ pub fn interpolate(points: &[CurvePoint], m: Metric, rate: f64) -> Option<f64> {
     Some(a + (b - a) * (rate - lo.rate) / (hi.rate - lo.rate))
 }
 
-/// The error of a measured value against the simulated one, SPEC §4: relative where the
+/// The error of a measured value against the simulated one (docs/model.md, Metrics): relative where the
 /// simulated value is meaningful, absolute where it is near zero (fractions below 1 %).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PointError {
@@ -154,6 +154,22 @@ pub fn capacity_at_slo(points: &[CurvePoint], target: f64) -> (Option<f64>, bool
     (last.map(|l| l.0), last.is_some())
 }
 
+/// What the simulated `points` (swept with `params`) say is wrong with the parameters as
+/// a whole, in plain words: so far, that no request fits in the KV cache — every arrival
+/// is rejected even at the lowest rate, the curves of every latency metric are empty and
+/// the models have nothing to predict.
+pub fn diagnose(params: &Params, points: &[CurvePoint]) -> Option<String> {
+    let lowest = points.first()?;
+    let blocking = lowest.get(Metric::Blocking);
+    (blocking.n > 0 && blocking.mean? >= 1.0 - 1e-9).then(|| {
+        format!(
+            "no request fits in K = {} tokens: every request is rejected (blocking 100 %) — raise {}",
+            params.kv_tokens,
+            label("K")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_follow_the_spec() {
+    fn errors_are_relative_except_near_zero() {
         assert_eq!(
             PointError::of(Metric::P99Ttft, 1.1, 1.0),
             PointError::Relative(0.10000000000000009)
@@ -207,5 +223,36 @@ mod tests {
             lines[0].starts_with("arrival_rate,mean_ttft_s_mean,mean_ttft_s_ci95,mean_ttft_s_n")
         );
         assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
+    }
+
+    #[test]
+    fn a_cache_too_small_for_any_request_is_said_plainly() {
+        let point = |rate: f64, blocking: f64| {
+            let mut aggs = vec![Aggregate::default(); Metric::N];
+            aggs[Metric::Blocking.index()] = Aggregate {
+                n: 5,
+                mean: Some(blocking),
+                std: Some(0.0),
+                ci95: Some(0.0),
+            };
+            CurvePoint {
+                rate,
+                aggs,
+                slo_attainment: Some(0.0),
+            }
+        };
+        let p = Params {
+            kv_tokens: 10,
+            ..Params::default()
+        };
+        let msg = diagnose(&p, &[point(0.5, 1.0), point(1.0, 1.0)]).unwrap();
+        assert!(
+            msg.starts_with(
+                "no request fits in K = 10 tokens: every request is rejected (blocking 100 %)"
+            ),
+            "{msg}"
+        );
+        assert_eq!(diagnose(&p, &[point(0.5, 0.02), point(1.0, 1.0)]), None);
+        assert_eq!(diagnose(&p, &[]), None, "nothing swept yet: nothing to say");
     }
 }

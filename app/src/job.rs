@@ -292,6 +292,7 @@ fn curve_point(
         let mut cfg = p.sim_config(rate, seed);
         cfg.server.max_batch = max_batch;
         cfg.server.kv_tokens = kv_tokens;
+        p.resolve_admission(&mut cfg);
         cfg.validate().map_err(|e| e.to_string())?;
         summaries.push(streams.simulate(&cfg, seed)?);
         out.tick();
@@ -458,7 +459,7 @@ fn thue_morse(mut i: usize, n: usize) -> usize {
     sum % n
 }
 
-/// The reference study's default grid (SPEC Appendix A): 8 rates × 5 B × 4 K.
+/// The reference study's default grid: 8 rates × 5 B × 4 K.
 pub fn reference_grid() -> Vec<Task> {
     let mut v = Vec::new();
     for rate in [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0] {
@@ -581,6 +582,7 @@ mod tests {
                             let mut cfg = p.sim_config(point.rate, seed);
                             cfg.server.max_batch = b;
                             cfg.server.kv_tokens = k;
+                            p.resolve_admission(&mut cfg);
                             simulate(&cfg).unwrap().summary
                         })
                         .collect();

@@ -104,7 +104,7 @@ impl Metric {
         }
     }
 
-    /// Whether values near zero are the norm (errors then shown as absolute, SPEC §4).
+    /// Whether values near zero are the norm (errors then shown as absolute; docs/model.md, Metrics).
     pub fn is_fraction(self) -> bool {
         matches!(self, Metric::Blocking | Metric::Preemptions)
     }

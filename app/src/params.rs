@@ -5,9 +5,8 @@
 //! [`Params::from_query`] reads it back (unknown keys ignored, bad values reported and
 //! left at the preset's value), so a shared link reproduces the same view.
 
-use crate::curves::CurvePoint;
 use crate::metric::Metric;
-use engine::config::{EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
+use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
 use engine::metrics::MetricsConfig;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
@@ -42,6 +41,35 @@ pub enum Cost {
     Linear,
     /// GPU × model roofline preset (`engine::cost::roofline`).
     Roofline,
+}
+
+/// Which arrivals are admitted, on top of the KV mode's own rule (docs/model.md, Policies).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AdmissionRule {
+    /// Everything the KV mode accepts.
+    #[default]
+    All,
+    /// Admit an arrival only while fewer than [`Params::max_in_system`] requests are in
+    /// the system (waiting + running).
+    Threshold,
+    /// The same rule with the threshold n* that the DP rule derives from the TTFT SLO (as
+    /// a p99 target): [`engine::analytic::dp_threshold`], at each run's B and K.
+    Dp,
+}
+
+impl AdmissionRule {
+    pub const ALL: [AdmissionRule; 3] = [
+        AdmissionRule::All,
+        AdmissionRule::Threshold,
+        AdmissionRule::Dp,
+    ];
+    pub fn key(self) -> &'static str {
+        match self {
+            AdmissionRule::All => "all",
+            AdmissionRule::Threshold => "threshold",
+            AdmissionRule::Dp => "dp",
+        }
+    }
 }
 
 /// Named presets.
@@ -145,6 +173,10 @@ pub struct Params {
     pub block_size: u32,
     pub token_budget: u32,
     pub kv_mode: KvMode,
+    /// Admission rule at arrival.
+    pub admission: AdmissionRule,
+    /// The threshold of [`AdmissionRule::Threshold`] [requests in system].
+    pub max_in_system: u32,
     /// Per-request front-end overhead (HTTP, tokenization, task queue) [ms].
     pub overhead_ms: f64,
     pub cost: Cost,
@@ -187,6 +219,8 @@ impl Default for Params {
             block_size: 1,
             token_budget: 2048,
             kv_mode: KvMode::Reserve,
+            admission: AdmissionRule::All,
+            max_in_system: 16,
             overhead_ms: 0.0,
             cost: Cost::Reference,
             beta0: 0.006,
@@ -288,7 +322,7 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
 
 /// Every text field of the page: URL key, the name the engine's messages use for it (if
 /// they name it), and its label on the page.
-pub const FIELDS: [(&str, Option<&str>, &str); 21] = [
+pub const FIELDS: [(&str, Option<&str>, &str); 22] = [
     ("k", Some("burstiness"), "burstiness k"),
     ("rates", None, "rates λ [req/s]"),
     ("rate", None, "chosen λ [req/s]"),
@@ -302,6 +336,7 @@ pub const FIELDS: [(&str, Option<&str>, &str); 21] = [
     ("K", Some("kv_tokens"), "KV capacity K [tokens]"),
     ("block", Some("block_size"), "block size [tokens]"),
     ("budget", Some("token_budget"), "token budget [tokens]"),
+    ("nsys", Some("max_in_system"), "max in system n [requests]"),
     ("oh", None, "front-end overhead [ms]"),
     ("b0", Some("beta0"), "β0 [s]"),
     ("bp", Some("beta_prefill"), "β prefill [s/token]"),
@@ -430,6 +465,48 @@ impl Params {
 
     /// One run's configuration at `rate` and `seed`.
     pub fn sim_config(&self, rate: f64, seed: u64) -> SimConfig {
+        let mut cfg = self.admit_all_config(rate, seed);
+        self.resolve_admission(&mut cfg);
+        cfg
+    }
+
+    /// Sets `cfg`'s admission rule from [`Params::admission`] for `cfg`'s own server (call
+    /// it again after changing B or K: the DP threshold depends on them). A DP threshold
+    /// that cannot be derived becomes 0, which the engine's validation refuses;
+    /// [`Params::validate`] says why first.
+    pub fn resolve_admission(&self, cfg: &mut SimConfig) {
+        cfg.server.admission = match self.admission {
+            AdmissionRule::All => Admission::All,
+            AdmissionRule::Threshold => Admission::MaxInSystem {
+                max_in_system: self.max_in_system,
+            },
+            AdmissionRule::Dp => {
+                cfg.server.admission = Admission::All;
+                Admission::MaxInSystem {
+                    max_in_system: self.dp_threshold_of(cfg).unwrap_or(0),
+                }
+            }
+        };
+    }
+
+    /// The DP rule's threshold n* for the chosen rate's server, from the TTFT SLO taken
+    /// as a p99 target.
+    ///
+    /// # Errors
+    /// The analytical model's message, when no threshold meets the SLO or the
+    /// configuration is invalid.
+    pub fn dp_threshold(&self) -> Result<u32, String> {
+        self.dp_threshold_of(&self.admit_all_config(self.rate, 0))
+    }
+
+    fn dp_threshold_of(&self, cfg: &SimConfig) -> Result<u32, String> {
+        engine::analytic::dp_threshold(cfg, self.slo_ttft_s)
+            .map(|t| t.max_in_system)
+            .map_err(|e| page_message(&e.to_string()))
+    }
+
+    /// One run's configuration with every arrival admitted (the KV mode's rule only).
+    fn admit_all_config(&self, rate: f64, seed: u64) -> SimConfig {
         SimConfig {
             workload: self.workload(rate),
             server: ServerConfig {
@@ -483,6 +560,10 @@ impl Params {
         if !(self.horizon_s > 0.0 && self.horizon_s <= 100_000.0) {
             return Err(format!("{} must be in (0, 100000]", label("T")));
         }
+        if self.admission == AdmissionRule::Dp {
+            self.dp_threshold()
+                .map_err(|e| format!("threshold (DP) admission: {e}"))?;
+        }
         for r in self.rates.iter().chain([&self.rate]) {
             self.sim_config(*r, 0)
                 .validate()
@@ -506,22 +587,6 @@ impl Params {
         }
     }
 
-    /// What the simulated `points` (swept with these parameters) say is wrong with the
-    /// parameters as a whole, in plain words: so far, that no request fits in the KV
-    /// cache — every arrival is rejected even at the lowest rate, the curves of every
-    /// latency metric are empty and the models have nothing to predict.
-    pub fn diagnose(&self, points: &[CurvePoint]) -> Option<String> {
-        let lowest = points.first()?;
-        let blocking = lowest.get(Metric::Blocking);
-        (blocking.n > 0 && blocking.mean? >= 1.0 - 1e-9).then(|| {
-            format!(
-                "no request fits in K = {} tokens: every request is rejected (blocking 100 %) — raise {}",
-                self.kv_tokens,
-                label("K")
-            )
-        })
-    }
-
     /// The URL query string (without `?`) that reproduces this view.
     pub fn to_query(&self) -> String {
         let mut q: Vec<(&str, String)> = vec![
@@ -543,6 +608,8 @@ impl Params {
             ("block", self.block_size.to_string()),
             ("budget", self.token_budget.to_string()),
             ("kv", kv_key(self.kv_mode).into()),
+            ("adm", self.admission.key().into()),
+            ("nsys", self.max_in_system.to_string()),
             ("oh", fmt_num(self.overhead_ms)),
             ("cost", self.cost.key().into()),
             ("b0", fmt_num(self.beta0)),
@@ -651,6 +718,11 @@ impl Params {
                 self.kv_mode,
                 from_keys(&[KvMode::Reserve, KvMode::Paged], kv_key, v)
             ),
+            "adm" => put!(
+                self.admission,
+                from_keys(&AdmissionRule::ALL, AdmissionRule::key, v)
+            ),
+            "nsys" => put!(self.max_in_system, u(v)),
             "cost" => put!(self.cost, from_keys(&Cost::ALL, Cost::key, v)),
             "b0" => put!(self.beta0, f(v)),
             "bp" => put!(self.beta_prefill, f(v)),
@@ -714,6 +786,65 @@ mod tests {
         // links made before the field existed still load, with no overhead
         let (old, errs) = Params::from_query("B=4&K=4096");
         assert!(errs.is_empty() && old.overhead_ms == 0.0);
+    }
+
+    #[test]
+    fn the_admission_rule_reaches_the_engine_and_the_url() {
+        // Links made before the rule existed admit everything.
+        let (old, errs) = Params::from_query("B=4&K=4096");
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(old.admission, AdmissionRule::All);
+        assert_eq!(old.sim_config(1.0, 0).server.admission, Admission::All);
+
+        let (p, errs) = Params::from_query("adm=threshold&nsys=5");
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            p.sim_config(2.0, 1).server.admission,
+            Admission::MaxInSystem { max_in_system: 5 }
+        );
+        p.validate().unwrap();
+        let (back, errs) = Params::from_query(&p.to_query());
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(back, p);
+        let e = p.edited("nsys", "0").unwrap().validate().unwrap_err();
+        assert!(e.starts_with("max in system n [requests]"), "{e}");
+
+        // The DP rule: the engine's threshold for the SLO, at each run's B and K.
+        let (mut dp, errs) = Params::from_query("adm=dp&slo_ttft=3");
+        assert!(errs.is_empty(), "{errs:?}");
+        dp.validate().unwrap();
+        let base = Params::default().sim_config(dp.rate, 0);
+        let want = engine::analytic::dp_threshold(&base, 3.0)
+            .unwrap()
+            .max_in_system;
+        assert_eq!(dp.dp_threshold(), Ok(want));
+        assert_eq!(
+            dp.sim_config(dp.rate, 0).server.admission,
+            Admission::MaxInSystem {
+                max_in_system: want
+            }
+        );
+        let mut small = dp.sim_config(dp.rate, 0);
+        small.server.kv_tokens = 2048;
+        dp.resolve_admission(&mut small);
+        let mut small_all = base.clone();
+        small_all.server.kv_tokens = 2048;
+        let want_small = engine::analytic::dp_threshold(&small_all, 3.0)
+            .unwrap()
+            .max_in_system;
+        assert_ne!(want_small, want, "the threshold follows the run's K");
+        assert_eq!(
+            small.server.admission,
+            Admission::MaxInSystem {
+                max_in_system: want_small
+            }
+        );
+        let (back, _) = Params::from_query(&dp.to_query());
+        assert_eq!(back, dp);
+        // An SLO no threshold can meet is said plainly, by the rule's name.
+        dp.slo_ttft_s = 1e-4;
+        let e = dp.validate().unwrap_err();
+        assert!(e.starts_with("threshold (DP) admission: "), "{e}");
     }
 
     #[test]
@@ -812,38 +943,6 @@ mod tests {
         // A value that is not a number leaves the parameters alone.
         assert!(shown.edited("rate", "abc").is_err());
         assert_eq!(shown.edited("rate", "4").unwrap(), shown);
-    }
-
-    #[test]
-    fn a_cache_too_small_for_any_request_is_said_plainly() {
-        use engine::metrics::Aggregate;
-        let point = |rate: f64, blocking: f64| {
-            let mut aggs = vec![Aggregate::default(); Metric::N];
-            aggs[Metric::Blocking.index()] = Aggregate {
-                n: 5,
-                mean: Some(blocking),
-                std: Some(0.0),
-                ci95: Some(0.0),
-            };
-            CurvePoint {
-                rate,
-                aggs,
-                slo_attainment: Some(0.0),
-            }
-        };
-        let p = Params {
-            kv_tokens: 10,
-            ..Params::default()
-        };
-        let msg = p.diagnose(&[point(0.5, 1.0), point(1.0, 1.0)]).unwrap();
-        assert!(
-            msg.starts_with(
-                "no request fits in K = 10 tokens: every request is rejected (blocking 100 %)"
-            ),
-            "{msg}"
-        );
-        assert_eq!(p.diagnose(&[point(0.5, 0.02), point(1.0, 1.0)]), None);
-        assert_eq!(p.diagnose(&[]), None, "nothing swept yet: nothing to say");
     }
 
     #[test]

@@ -40,10 +40,18 @@ pub use browser::*;
 mod browser {
     use super::{unreadable, UNREADABLE};
     use crate::job::{Job, Reply};
+    use gloo_events::EventListener;
     use std::cell::RefCell;
     use std::rc::Rc;
-    use wasm_bindgen::{closure::Closure, JsCast, JsValue};
+    use wasm_bindgen::{JsCast, JsValue};
     use web_sys::{ErrorEvent, MessageEvent, Worker};
+
+    // The workers are spawned with web-sys rather than gloo-worker: gloo-worker's
+    // registrar/spawner model wraps every message in its own envelope (bincode by
+    // default) and stops a worker by a message it reads between jobs, while the page
+    // cancels a running sweep by terminating its worker mid-job (a job runs to its end
+    // once started) and the messages stay the JSON replies of [`Reply`]. The messages
+    // and errors are listened to with gloo-events.
 
     /// Where trunk puts the worker's loader (next to index.html).
     pub const WORKER_URL: &str = "./worker_loader.js";
@@ -55,8 +63,9 @@ mod browser {
         ready: bool,
         busy: bool,
         queued: Option<String>,
-        _on_message: Closure<dyn FnMut(MessageEvent)>,
-        _on_error: Closure<dyn FnMut(ErrorEvent)>,
+        // Removed from the worker when the slot drops.
+        _on_message: EventListener,
+        _on_error: EventListener,
     }
 
     /// The pool; clone the `Rc` freely.
@@ -112,8 +121,12 @@ mod browser {
             };
             let me = self.me.clone();
             let on_reply = self.on_reply.clone();
-            let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-                let text = ev.data().as_string().unwrap_or_default();
+            let on_message = EventListener::new(&worker, "message", move |ev| {
+                let text = ev
+                    .unchecked_ref::<MessageEvent>()
+                    .data()
+                    .as_string()
+                    .unwrap_or_default();
                 let reply =
                     serde_json::from_str::<Reply>(&text).unwrap_or_else(|e| unreadable(&text, &e));
                 if let Some(pool) = me.upgrade() {
@@ -144,17 +157,18 @@ mod browser {
                 }
             });
             let on_reply = self.on_reply.clone();
-            let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |ev: ErrorEvent| {
+            let on_error = EventListener::new(&worker, "error", move |ev| {
+                let message = ev
+                    .dyn_ref::<ErrorEvent>()
+                    .map_or_else(|| "(no message)".to_string(), ErrorEvent::message);
                 on_reply(
                     i,
                     Reply::Error {
                         id: 0,
-                        message: format!("worker failed: {}", ev.message()),
+                        message: format!("worker failed: {message}"),
                     },
                 );
             });
-            worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-            worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
             Some(Slot {
                 worker,
                 ready: false,

@@ -7,7 +7,7 @@
 //! one. The calculator only sweeps while it is shown.
 
 use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
-use crate::curves::{capacity_at_slo, interpolate, to_csv, CurvePoint, PointError};
+use crate::curves::{capacity_at_slo, diagnose, interpolate, to_csv, CurvePoint, PointError};
 use crate::job::{
     model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
 };
@@ -15,10 +15,11 @@ use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
-use crate::params::{self, Arrivals, Cost, Lengths, Params, Preset};
+use crate::params::{self, AdmissionRule, Arrivals, Cost, Lengths, Params, Preset};
 use crate::pool::Pool;
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
+use gloo_timers::callback::Timeout;
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
@@ -35,7 +36,7 @@ pub enum Tab {
     Timeline,
 }
 
-/// Which view of the page is shown (SPEC Appendix B's [Calculator] [Learn]).
+/// Which view of the page is shown: the calculator or the Learn view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
     Calculator,
@@ -348,7 +349,7 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                 Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
                 _ => None,
             };
-            let note = c.swept.get_value().and_then(|s| s.diagnose(&points));
+            let note = c.swept.get_value().and_then(|s| diagnose(&s, &points));
             let chart = LoadChart {
                 note: note.as_deref(),
                 metric: p.metric,
@@ -425,15 +426,9 @@ fn download(name: &str, href: &str) {
 }
 
 fn download_text(name: &str, text: &str, mime: &str) {
-    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
-    let opts = web_sys::BlobPropertyBag::new();
-    opts.set_type(mime);
-    if let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts) {
-        if let Ok(url) = web_sys::Url::create_object_url_with_blob(&blob) {
-            download(name, &url);
-            let _ = web_sys::Url::revoke_object_url(&url);
-        }
-    }
+    // The object URL is revoked when `url` drops, after the click has started the download.
+    let url = gloo_file::ObjectUrl::from(gloo_file::Blob::new_with_options(text, Some(mime)));
+    download(name, &url);
 }
 
 async fn read_files(c: Ctx, files: web_sys::FileList) {
@@ -444,12 +439,12 @@ async fn read_files(c: Ctx, files: web_sys::FileList) {
             c.file_msg.set(Some((false, format!("{name}: {e}"))));
             continue;
         }
-        let text = match wasm_bindgen_futures::JsFuture::from(f.text()).await {
-            Ok(t) => t.as_string().unwrap_or_default(),
+        let text = match gloo_file::futures::read_as_text(&gloo_file::File::from(f)).await {
+            Ok(t) => t,
             Err(e) => {
                 c.file_msg.set(Some((
                     false,
-                    format!("{name}: could not read the file ({e:?})"),
+                    format!("{name}: could not read the file ({e})"),
                 )));
                 continue;
             }
@@ -550,7 +545,7 @@ fn answer(c: Ctx) -> impl IntoView {
         let diagnosis = c
             .swept
             .get_value()
-            .and_then(|swept| swept.diagnose(&points));
+            .and_then(|swept| diagnose(&swept, &points));
         let sim = if diagnosis.is_some() {
             "none".to_string()
         } else if sweeping.get() || points.len() < p.rates.len() {
@@ -698,7 +693,9 @@ pub fn App() -> impl IntoView {
     });
     // Parameters (debounced) → a new sweep, while the calculator is shown and the
     // parameters differ from the last sweep's.
-    let generation = StoredValue::new(0u64);
+    // Each change replaces the pending timer (dropping a gloo `Timeout` cancels it), so
+    // only the last change within the delay starts a sweep.
+    let pending = StoredValue::new_local(None::<Timeout>);
     Effect::new(move |_| {
         let p = c.params.get();
         // An error on show (a bad value, a failed run) always re-runs: setting a field
@@ -710,34 +707,24 @@ pub fn App() -> impl IntoView {
         {
             return;
         }
-        generation.update_value(|g| *g += 1);
-        let g = generation.get_value();
-        set_timeout(
-            move || {
-                if generation.get_value() == g && c.view.get_untracked() == View::Calculator {
-                    start_sweep(c);
-                }
-            },
-            std::time::Duration::from_millis(60),
-        );
+        pending.set_value(Some(Timeout::new(60, move || {
+            if c.view.get_untracked() == View::Calculator {
+                start_sweep(c);
+            }
+        })));
     });
     // Lesson state (debounced) → a new lesson run, while the Learn view is shown.
-    let lesson_generation = StoredValue::new(0u64);
+    let lesson_pending = StoredValue::new_local(None::<Timeout>);
     Effect::new(move |_| {
         let s = c.learn.state.get();
         if c.view.get() != View::Learn || c.learnt.get_value().as_ref() == Some(&s) {
             return;
         }
-        lesson_generation.update_value(|g| *g += 1);
-        let g = lesson_generation.get_value();
-        set_timeout(
-            move || {
-                if lesson_generation.get_value() == g && c.view.get_untracked() == View::Learn {
-                    start_lesson(c);
-                }
-            },
-            std::time::Duration::from_millis(120),
-        );
+        lesson_pending.set_value(Some(Timeout::new(120, move || {
+            if c.view.get_untracked() == View::Learn {
+                start_lesson(c);
+            }
+        })));
     });
 
     let canvas = NodeRef::<leptos::html::Canvas>::new();
@@ -918,6 +905,16 @@ pub fn App() -> impl IntoView {
                 {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
                 {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
+                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
+                    {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
+                </Show>
+                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
+                    <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
+                        Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
+                        Err(e) => e,
+                    })}</p>
+                </Show>
                 {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
                 <h2>"Cost model"</h2>
                 {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}

@@ -8,8 +8,9 @@
 #[cfg(target_arch = "wasm32")]
 fn main() {
     use app::job::{run, warm_up_job, Job, Reply};
+    use gloo_events::EventListener;
     use std::cell::Cell;
-    use wasm_bindgen::{closure::Closure, JsCast, JsValue};
+    use wasm_bindgen::{JsCast, JsValue};
     use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
 
     let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
@@ -23,8 +24,12 @@ fn main() {
     };
     let post2 = post.clone();
     let warmed = Cell::new(false);
-    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-        let text = ev.data().as_string().unwrap_or_default();
+    let on_message = EventListener::new(&scope, "message", move |ev| {
+        let text = ev
+            .unchecked_ref::<MessageEvent>()
+            .data()
+            .as_string()
+            .unwrap_or_default();
         match serde_json::from_str::<Job>(&text) {
             Ok(job) => run(&job, &mut |r| post2(&r)),
             Err(e) => post2(&Reply::Error {
@@ -41,7 +46,7 @@ fn main() {
             });
         }
     });
-    scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    // The worker listens for as long as it lives.
     on_message.forget();
     post(&Reply::Ready);
 }

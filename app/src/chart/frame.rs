@@ -1,0 +1,99 @@
+//! What every chart's frame shares: the [`Geometry`] it hands back to the page, the
+//! legend in the house style, and the header line above a chart.
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// Where the plot area is in pixels and which data range it shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Geometry {
+    pub x_px: (i32, i32),
+    pub y_px: (i32, i32),
+    pub x: (f64, f64),
+    pub y: (f64, f64),
+}
+
+impl Geometry {
+    /// Data x at pixel `px` (None outside the plot area).
+    pub fn x_at(&self, px: f64) -> Option<f64> {
+        let (a, b) = (self.x_px.0 as f64, self.x_px.1 as f64);
+        (px >= a && px <= b && b > a).then(|| self.x.0 + (px - a) / (b - a) * (self.x.1 - self.x.0))
+    }
+
+    /// Data y at pixel `py` (None outside the plot area; pixel rows grow downwards).
+    pub fn y_at(&self, py: f64) -> Option<f64> {
+        let (top, bottom) = (self.y_px.0 as f64, self.y_px.1 as f64);
+        (py >= top && py <= bottom && bottom > top)
+            .then(|| self.y.1 - (py - top) / (bottom - top) * (self.y.1 - self.y.0))
+    }
+
+    /// The geometry of `chart`, which shows data range `x` × `y`.
+    pub(super) fn of<DB: DrawingBackend>(
+        chart: &Chart<'_, DB>,
+        x: (f64, f64),
+        y: (f64, f64),
+    ) -> Geometry {
+        let (xr, yr) = chart.plotting_area().get_pixel_range();
+        Geometry {
+            x_px: (xr.start, xr.end),
+            y_px: (yr.start, yr.end),
+            x,
+            y,
+        }
+    }
+}
+
+/// What a `draw_*` function returns: the chart's geometry, or the backend's error as text.
+pub(super) type DrawResult = Result<Geometry, String>;
+
+/// A backend's (or plotters') error as text.
+pub(super) fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Draws the series legend in the house style (white, light border, 13 px) at `pos`.
+pub(super) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(err)
+}
+
+/// Height of a [`header`] line [px].
+pub(super) const HEADER_PX: i32 = 28;
+
+/// A line above a chart: its caption (which run it shows), then a legend of line samples
+/// — outside the plot, so the legend never covers the data.
+pub(super) fn header<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    entries: &[(&str, RGBColor)],
+) -> Result<(), String> {
+    let text = ("sans-serif", 14).into_font().color(&RGBColor(29, 36, 48));
+    let (mut x, y) = (12, 8);
+    area.draw_text(caption, &text, (x, y)).map_err(err)?;
+    x += area.estimate_text_size(caption, &text).map_err(err)?.0 as i32 + 28;
+    let small = ("sans-serif", 13).into_font().color(&RGBColor(29, 36, 48));
+    for (label, col) in entries {
+        area.draw(&PathElement::new(
+            vec![(x, y + 8), (x + 18, y + 8)],
+            col.stroke_width(2),
+        ))
+        .map_err(err)?;
+        x += 24;
+        area.draw_text(label, &small, (x, y + 1)).map_err(err)?;
+        x += area.estimate_text_size(label, &small).map_err(err)?.0 as i32 + 20;
+    }
+    Ok(())
+}
+
+/// A chart with plain `f64` axes, as every chart here has.
+pub(super) type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
