@@ -261,7 +261,7 @@ mod k_too_small {
     use crate::params::Params;
 
     /// With K = 10 no request fits: every reply must still read back on the page. (The
-    /// kvqueue model used to predict a NaN mean TTFT here, which serde_json writes as
+    /// batching model used to predict a NaN mean TTFT here, which serde_json writes as
     /// `null`; it now says that nothing fits, and `job::models` drops any non-finite
     /// prediction.)
     #[test]
