@@ -6,7 +6,7 @@ use crate::args::{self, ModelArgs, Point, SINGLE};
 use anyhow::Context;
 use clap::Args;
 use engine::config::{Admission, SimConfig};
-use engine::metrics::{Dist, Summary};
+use engine::metrics::Summary;
 use engine::workload::Request;
 use std::path::PathBuf;
 
@@ -291,6 +291,7 @@ pub fn aligned(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::metrics::Dist;
 
     #[test]
     fn warns_about_cut_requests_and_a_too_small_kv_cache() {
