@@ -146,3 +146,147 @@ pub fn merge_checked(inputs: &[(String, String)]) -> anyhow::Result<String> {
     let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
     Ok(merge_summary_csvs(&refs)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A value the writer could write in a column of `kind`.
+    fn valid(kind: Kind) -> BoxedStrategy<String> {
+        let number = prop_oneof![
+            (0.0..1e9f64).prop_map(|x| format!("{x:?}")),
+            (0.0..1e-3f64).prop_map(|x| format!("{x}")),
+            (0u64..1000).prop_map(|x| x.to_string()),
+            Just("1e300".to_string()),
+        ];
+        match kind {
+            Kind::Number => number.boxed(),
+            Kind::Optional => prop_oneof![number, Just(String::new())].boxed(),
+            Kind::Count => any::<u32>().prop_map(|x| x.to_string()).boxed(),
+            Kind::Label => "[a-z][a-z_-]{0,8}".boxed(),
+        }
+    }
+
+    /// A value that is wrong in any column but a label's.
+    fn invalid() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("NaN".to_string()),
+            Just("inf".to_string()),
+            Just("-inf".to_string()),
+            Just("hello".to_string()),
+            (1e-9..1e9f64).prop_map(|x| format!("{:?}", -x)),
+            Just(" 1".to_string()),
+        ]
+    }
+
+    fn kinds() -> Vec<Kind> {
+        summary_header().split(',').map(kind).collect()
+    }
+
+    /// A row of the writer's shape.
+    fn row() -> impl Strategy<Value = Vec<String>> {
+        kinds().into_iter().map(valid).collect::<Vec<_>>()
+    }
+
+    fn file(rows: &[Vec<String>]) -> String {
+        let mut s = summary_header();
+        for r in rows {
+            s.push('\n');
+            s.push_str(&r.join(","));
+        }
+        s.push('\n');
+        s
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_any_text(text in "(?s).{0,400}") {
+            let _ = check_summary("x.csv", &text);
+            let _ = merge_checked(&[("x.csv".into(), text)]);
+        }
+
+        #[test]
+        fn never_panics_after_the_header(tail in "[0-9a-zA-Z.,\\-+ \r\n]{0,400}") {
+            let text = format!("{}\n{tail}", summary_header());
+            let _ = merge_checked(&[("x.csv".into(), text)]);
+        }
+
+        /// Whatever is accepted has the header's column count and, in every number column,
+        /// a finite number >= 0.
+        #[test]
+        fn what_is_accepted_is_sensible(
+            mut rows in prop::collection::vec(row(), 1..6),
+            spoil in prop::collection::vec((0usize..6, 0usize..36, invalid()), 0..3),
+        ) {
+            let ks = kinds();
+            let mut spoiled = 0;
+            for (i, j, v) in spoil {
+                let i = i % rows.len();
+                if ks[j] != Kind::Label {
+                    rows[i][j] = v;
+                    spoiled += 1;
+                }
+            }
+            let text = file(&rows);
+            match check_summary("x.csv", &text) {
+                Ok(ok) => {
+                    prop_assert_eq!(spoiled, 0);
+                    prop_assert_eq!(ok.len(), rows.len());
+                    for r in ok {
+                        let cells: Vec<&str> = r.split(',').collect();
+                        prop_assert_eq!(cells.len(), ks.len());
+                        for (c, k) in cells.iter().zip(&ks) {
+                            if *k != Kind::Label && !c.is_empty() {
+                                let x: f64 = c.parse().unwrap();
+                                prop_assert!(x.is_finite() && x >= 0.0, "{}", c);
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(spoiled > 0, "{:?}", e);
+                    prop_assert!(e.iter().all(|m| m.starts_with("x.csv:")), "{:?}", e);
+                }
+            }
+        }
+
+        /// Valid files merge into exactly their rows, sorted by grid point, whichever file
+        /// holds which.
+        #[test]
+        fn valid_files_round_trip(rows in prop::collection::vec(row(), 1..8), cut in 0usize..8) {
+            // distinct grid points: the row index as K
+            let rows: Vec<Vec<String>> = rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut r)| {
+                    r[2] = i.to_string();
+                    r
+                })
+                .collect();
+            let cut = cut.min(rows.len() - 1).max(1).min(rows.len());
+            let mut inputs = vec![("a.csv".to_string(), file(&rows[..cut]))];
+            if cut < rows.len() {
+                inputs.push(("b.csv".to_string(), file(&rows[cut..])));
+            }
+            let merged = merge_checked(&inputs).unwrap();
+            let mut lines = merged.lines();
+            prop_assert_eq!(lines.next().unwrap(), summary_header());
+            let mut got: Vec<&str> = lines.collect();
+            let mut want: Vec<String> = rows.iter().map(|r| r.join(",")).collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn crlf_files_are_read_as_their_rows() {
+        let row: Vec<String> = kinds()
+            .into_iter()
+            .map(|k| if k == Kind::Label { "x" } else { "1" }.to_string())
+            .collect();
+        let text = file(&[row]).replace('\n', "\r\n");
+        assert_eq!(check_summary("x.csv", &text).unwrap().len(), 1);
+    }
+}
