@@ -133,7 +133,9 @@ fn empty_header_only_and_foreign_files_are_refused() {
 fn an_existing_output_is_left_untouched_on_refusal() {
     let d = scratch("keep");
     std::fs::write(d.join("merged.csv"), "previous\n").unwrap();
-    let (code, _, out) = merge(&d, &[("head.csv", "")]);
+    let (a, _) = shards();
+    let bad = a.replacen(",reserve,", ",reserve,hello,", 1);
+    let (code, _, out) = merge(&d, &[("bad.csv", &bad)]);
     assert_ne!(code, Some(0));
     assert_eq!(out.as_deref(), Some("previous\n"));
 }
