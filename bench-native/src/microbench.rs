@@ -623,7 +623,8 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
 
 impl MicrobenchArgs {
     /// The validated configuration: `--chars-per-token` checked as `run` checks it, against
-    /// the shortest and longest prompt the probes build; slot layouts parsed.
+    /// the shortest and longest prompt the probes build; `--timeout` > 0; slot layouts
+    /// parsed.
     ///
     /// # Errors
     /// A message naming the flag.
@@ -637,6 +638,16 @@ impl MicrobenchArgs {
         let (shortest, longest) = prompts.fold((u32::MAX, 0), |(lo, hi), p| (lo.min(p), hi.max(p)));
         crate::client::check_chars_per_token(self.server.chars_per_token, shortest, longest)
             .map_err(anyhow::Error::msg)?;
+        // as `run` checks it; a negative, NaN or huge value would panic in `Duration`
+        let timeout = Duration::try_from_secs_f64(self.server.timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--timeout must be a finite number of seconds > 0 (got {})",
+                    self.server.timeout
+                )
+            })?;
         Ok(MicrobenchConfig {
             endpoint: self.server.endpoint(),
             prompt_lengths: self.prompt_lengths.clone(),
@@ -644,7 +655,7 @@ impl MicrobenchArgs {
             streams: self.streams.clone(),
             decode_tokens: self.decode_tokens,
             decode_prompt: self.decode_prompt,
-            timeout: Duration::from_secs_f64(self.server.timeout),
+            timeout,
             chars_per_token: self.server.chars_per_token,
             use_tokenizer: !self.server.no_tokenize,
             mixed_streams: self.mixed_streams.clone(),

@@ -56,7 +56,9 @@ pub struct SweepArgs {
 /// Arguments of `merge`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv"
+    after_help = "Every row of every input is checked against the summary CSV's columns; any problem is\n\
+reported with its file, line and column, and nothing is written.\n\n\
+Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv"
 )]
 pub struct MergeArgs {
     /// Summary CSVs written by `sweep --shard`.

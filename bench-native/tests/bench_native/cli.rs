@@ -351,3 +351,19 @@ fn microbench_checks_chars_per_token() {
     };
     assert_eq!(a.config().unwrap().chars_per_token, 4.0);
 }
+
+/// `microbench --timeout` is refused, not a panic in `Duration`, when it is no time.
+#[test]
+fn microbench_refuses_a_timeout_that_is_no_time() {
+    for v in ["NaN", "0", "-1", "1e300"] {
+        let flag = format!("--timeout={v}");
+        let Command::Microbench(a) = parse(&["microbench", &flag]) else {
+            panic!("not microbench")
+        };
+        let e = format!("{:#}", a.config().expect_err(v));
+        assert!(
+            e.contains("--timeout must be a finite number of seconds > 0"),
+            "{v}: {e}"
+        );
+    }
+}
