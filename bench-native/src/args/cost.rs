@@ -247,6 +247,26 @@ mod tests {
             }
         }
 
+        /// Tables of any points: accepted only if sensible (a falling table extrapolates
+        /// below zero past its last point; the probes catch it).
+        #[test]
+        fn accepted_tables_are_sensible(
+            decode in prop::collection::vec((0.0..300.0f64, coef()), 0..5),
+            prefill in prop::collection::vec((0.0..1e5f64, coef()), 0..5),
+            sorted in any::<bool>(),
+        ) {
+            let (mut decode, mut prefill) = (decode, prefill);
+            if sorted {
+                decode.sort_by(|a, b| a.0.total_cmp(&b.0));
+                prefill.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+            let text = serde_json::json!({ "kind": "table", "decode": decode, "prefill": prefill })
+                .to_string();
+            if let Ok((m, _)) = parse_cost(&text, "x.json", None) {
+                sensible(&m)?;
+            }
+        }
+
         /// A sensible linear model written as `fit` writes it reads back equal, with its
         /// overhead.
         #[test]
