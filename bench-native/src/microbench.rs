@@ -621,30 +621,61 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
     Ok(csv_path)
 }
 
-pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
-    let cfg = MicrobenchConfig {
-        endpoint: args.server.endpoint(),
-        prompt_lengths: args.prompt_lengths.clone(),
-        repeats: args.repeats,
-        streams: args.streams.clone(),
-        decode_tokens: args.decode_tokens,
-        decode_prompt: args.decode_prompt,
-        timeout: Duration::from_secs_f64(args.server.timeout),
-        chars_per_token: args.server.chars_per_token,
-        use_tokenizer: !args.server.no_tokenize,
-        mixed_streams: args.mixed_streams.clone(),
-        mixed_prompt: args.mixed_prompt,
-        budget: args.budget,
-        pin_slots: args.pin_slots || !args.layouts.is_empty(),
-        layouts: args
-            .layouts
+impl MicrobenchArgs {
+    /// The validated configuration: `--chars-per-token` checked as `run` checks it, against
+    /// the shortest and longest prompt the probes build; `--timeout` > 0; slot layouts
+    /// parsed.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    pub fn config(&self) -> anyhow::Result<MicrobenchConfig> {
+        let prompts = self
+            .prompt_lengths
             .iter()
-            .map(|l| parse_layout(l))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?,
-        long_prompt: args.long_prompt,
-        decode_rounds: args.decode_rounds,
-    };
+            .copied()
+            .chain([self.decode_prompt, self.mixed_prompt])
+            .chain(self.long_prompt);
+        let (shortest, longest) = prompts.fold((u32::MAX, 0), |(lo, hi), p| (lo.min(p), hi.max(p)));
+        crate::client::check_chars_per_token(self.server.chars_per_token, shortest, longest)
+            .map_err(anyhow::Error::msg)?;
+        // as `run` checks it; a negative, NaN or huge value would panic in `Duration`
+        let timeout = Duration::try_from_secs_f64(self.server.timeout)
+            .ok()
+            .filter(|t| !t.is_zero())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--timeout must be a finite number of seconds > 0 (got {})",
+                    self.server.timeout
+                )
+            })?;
+        Ok(MicrobenchConfig {
+            endpoint: self.server.endpoint(),
+            prompt_lengths: self.prompt_lengths.clone(),
+            repeats: self.repeats,
+            streams: self.streams.clone(),
+            decode_tokens: self.decode_tokens,
+            decode_prompt: self.decode_prompt,
+            timeout,
+            chars_per_token: self.server.chars_per_token,
+            use_tokenizer: !self.server.no_tokenize,
+            mixed_streams: self.mixed_streams.clone(),
+            mixed_prompt: self.mixed_prompt,
+            budget: self.budget,
+            pin_slots: self.pin_slots || !self.layouts.is_empty(),
+            layouts: self
+                .layouts
+                .iter()
+                .map(|l| parse_layout(l))
+                .collect::<Result<_, _>>()
+                .map_err(anyhow::Error::msg)?,
+            long_prompt: self.long_prompt,
+            decode_rounds: self.decode_rounds,
+        })
+    }
+}
+
+pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
+    let cfg = args.config()?;
     let rt = crate::run::runtime()?;
     let pb = crate::run::progress_bar(false);
     let result = rt.block_on(microbench(&cfg, &pb))?;

@@ -5,13 +5,13 @@ use crate::args::{self, GridArgs, GridDefaults, ModelArgs};
 use anyhow::Context;
 use clap::Args;
 use engine::metrics::Summary;
-use engine::sweep::{
-    merge_summary_csvs, records_csv, summary_csv, PointAggregate, SweepSpec, RECORD_COLUMNS,
-};
+use engine::sweep::{records_csv, summary_csv, PointAggregate, SweepSpec, RECORD_COLUMNS};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
+
+pub mod merge;
 
 /// Arguments of `sweep`.
 #[derive(Debug, Args)]
@@ -56,7 +56,9 @@ pub struct SweepArgs {
 /// Arguments of `merge`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv"
+    after_help = "Every row of every input is checked against the summary CSV's columns; any problem is\n\
+reported with its file, line and column, and nothing is written.\n\n\
+Example:\n  bench-native merge results/shard*/sweep_summary.csv -o results/sweep_summary.csv"
 )]
 pub struct MergeArgs {
     /// Summary CSVs written by `sweep --shard`.
@@ -273,15 +275,28 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `merge`: every input checked row by row ([`merge::check_summary`]); on any problem
+/// nothing is written. The output is written beside itself and renamed into place, so it
+/// is either the whole merge or untouched.
 pub fn merge(a: MergeArgs) -> anyhow::Result<()> {
-    let texts: Vec<String> = a
+    let inputs: Vec<(String, String)> = a
         .inputs
         .iter()
-        .map(|p| std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display())))
+        .map(|p| {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            Ok((p.display().to_string(), text))
+        })
         .collect::<anyhow::Result<_>>()?;
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let merged = merge_summary_csvs(&refs)?;
-    std::fs::write(&a.output, merged).with_context(|| format!("writing {}", a.output.display()))?;
+    let merged = merge::merge_checked(&inputs)?;
+    let mut tmp = a.output.clone().into_os_string();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, merged).with_context(|| format!("writing {}", tmp.display()))?;
+    if let Err(e) = std::fs::rename(&tmp, &a.output) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", a.output.display()));
+    }
     eprintln!(
         "merged {} files into {}",
         a.inputs.len(),

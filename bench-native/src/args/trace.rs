@@ -30,10 +30,18 @@ pub fn read_workload(path: &Path) -> Result<Workload, WorkloadFileError> {
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_str(&text).map_err(|e| WorkloadFileError::NotWorkload {
+    parse_workload(&text).map_err(|why| WorkloadFileError::NotWorkload {
         path: path.to_path_buf(),
-        why: e.to_string(),
+        why,
     })
+}
+
+/// A workload JSON's text as [`read_workload`] reads it.
+///
+/// # Errors
+/// The JSON error.
+pub fn parse_workload(text: &str) -> Result<Workload, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// The arrivals of a `--trace` file, and what else the file fixes.
@@ -54,35 +62,56 @@ impl TraceFile {
     /// # Errors
     /// Unreadable file, another JSON shape, or a workload with generated arrivals.
     pub fn read(path: &Path) -> anyhow::Result<TraceFile> {
-        let shown = path.display();
+        let shown = path.display().to_string();
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading --trace {shown}"))?;
-        if let Ok(requests) = serde_json::from_str::<Vec<TraceRequest>>(&text) {
-            return Ok(TraceFile {
-                arrivals: ArrivalProcess::Trace { requests },
-                lengths: None,
-                max_model_len: None,
-            });
-        }
-        if let Ok(times) = serde_json::from_str::<Vec<f64>>(&text) {
-            return Ok(TraceFile {
-                arrivals: ArrivalProcess::Timestamps { times },
-                lengths: None,
-                max_model_len: None,
-            });
-        }
-        let w = read_workload(path).with_context(|| {
-            format!(
-                "--trace {shown}: expected a JSON list of requests ({{\"arrival\", \"prompt\", \
-                 \"output\"}}), of arrival times, or a workload JSON"
-            )
-        })?;
-        match w.arrivals {
-            ArrivalProcess::Trace { .. } | ArrivalProcess::Timestamps { .. } => Ok(TraceFile {
+        TraceFile::parse(&text, &shown)
+    }
+
+    /// A `--trace` file's text (`shown` names it in messages), as [`TraceFile::read`]
+    /// reads it. What is accepted is checked as the engine checks a workload: arrival
+    /// times finite, non-negative and in order, at least one, prompts and outputs ≥ 1
+    /// token (see `docs/model.md`, Workload).
+    ///
+    /// # Errors
+    /// Another JSON shape, a workload with generated arrivals, or arrivals the engine
+    /// refuses.
+    pub fn parse(text: &str, shown: &str) -> anyhow::Result<TraceFile> {
+        let listed = |arrivals: ArrivalProcess| -> anyhow::Result<TraceFile> {
+            let w = Workload {
+                arrivals,
+                ..Workload::default()
+            };
+            w.validate().with_context(|| format!("--trace {shown}"))?;
+            Ok(TraceFile {
                 arrivals: w.arrivals,
-                lengths: Some(w.lengths),
-                max_model_len: w.max_model_len,
-            }),
+                lengths: None,
+                max_model_len: None,
+            })
+        };
+        if let Ok(requests) = serde_json::from_str::<Vec<TraceRequest>>(text) {
+            return listed(ArrivalProcess::Trace { requests });
+        }
+        if let Ok(times) = serde_json::from_str::<Vec<f64>>(text) {
+            return listed(ArrivalProcess::Timestamps { times });
+        }
+        let w = parse_workload(text)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| {
+                format!(
+                    "--trace {shown}: expected a JSON list of requests ({{\"arrival\", \"prompt\", \
+                     \"output\"}}), of arrival times, or a workload JSON"
+                )
+            })?;
+        match w.arrivals {
+            ArrivalProcess::Trace { .. } | ArrivalProcess::Timestamps { .. } => {
+                w.validate().with_context(|| format!("--trace {shown}"))?;
+                Ok(TraceFile {
+                    arrivals: w.arrivals,
+                    lengths: Some(w.lengths),
+                    max_model_len: w.max_model_len,
+                })
+            }
             _ => anyhow::bail!(
                 "--trace {shown}: its workload generates arrivals at a rate instead of listing \
                  them; use --arrivals and --rate for that"
@@ -108,6 +137,7 @@ impl TraceFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn reads_request_lists_timestamps_and_workloads() {
@@ -142,5 +172,136 @@ mod tests {
         let e = TraceFile::read(&put("e.json", "{\"x\": 1}")).unwrap_err();
         assert!(format!("{e:#}").contains("expected a JSON list"), "{e:#}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An arrival time: mostly sensible, sometimes negative or huge.
+    fn time() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            6 => 0.0..1e4f64,
+            1 => -1e3..0.0f64,
+            1 => Just(1e308),
+            1 => Just(0.0),
+        ]
+    }
+
+    /// What an accepted trace must be: at least one arrival, every time finite, >= 0 and in
+    /// order, every request at least one prompt and one output token.
+    fn sensible(t: &TraceFile) -> Result<(), TestCaseError> {
+        let times: Vec<f64> = match &t.arrivals {
+            ArrivalProcess::Trace { requests } => {
+                for r in requests {
+                    prop_assert!(r.prompt >= 1 && r.output >= 1, "{:?}", r);
+                }
+                requests.iter().map(|r| r.arrival).collect()
+            }
+            ArrivalProcess::Timestamps { times } => times.clone(),
+            other => return Err(TestCaseError::fail(format!("generated arrivals {other:?}"))),
+        };
+        prop_assert!(!times.is_empty());
+        let mut prev = 0.0;
+        for x in times {
+            prop_assert!(x.is_finite() && x >= prev, "{} after {}", x, prev);
+            prev = x;
+        }
+        prop_assert!(t.rate().is_finite() && t.rate() >= 0.0);
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_any_text(text in "(?s).{0,300}") {
+            if let Ok(t) = TraceFile::parse(&text, "x.json") {
+                sensible(&t)?;
+            }
+        }
+
+        #[test]
+        fn never_panics_on_json_like_text(text in "[\\[\\]{}\",:0-9a-z.eE+\\- ]{0,200}") {
+            if let Ok(t) = TraceFile::parse(&text, "x.json") {
+                sensible(&t)?;
+            }
+        }
+
+        /// Lists of requests or times with any numbers: accepted only if sensible.
+        #[test]
+        fn what_is_accepted_is_sensible(
+            reqs in prop::collection::vec((time(), 0u32..4, 0u32..4, any::<u16>()), 0..8),
+            as_times in any::<bool>(),
+            as_workload in any::<bool>(),
+        ) {
+            let arrivals = if as_times {
+                ArrivalProcess::Timestamps { times: reqs.iter().map(|r| r.0).collect() }
+            } else {
+                ArrivalProcess::Trace {
+                    requests: reqs
+                        .iter()
+                        .map(|&(arrival, prompt, output, class)| TraceRequest {
+                            arrival,
+                            prompt,
+                            output,
+                            class,
+                        })
+                        .collect(),
+                }
+            };
+            let text = if as_workload {
+                serde_json::to_string(&Workload { arrivals, ..Workload::default() }).unwrap()
+            } else {
+                match &arrivals {
+                    ArrivalProcess::Trace { requests } => serde_json::to_string(requests),
+                    ArrivalProcess::Timestamps { times } => serde_json::to_string(times),
+                    _ => unreachable!(),
+                }
+                .unwrap()
+            };
+            if let Ok(t) = TraceFile::parse(&text, "x.json") {
+                sensible(&t)?;
+            }
+        }
+
+        /// A sensible trace written as `validate` writes it reads back equal.
+        #[test]
+        fn valid_traces_round_trip(
+            gaps in prop::collection::vec((0.0..10.0f64, 1u32..4096, 1u32..4096), 1..20),
+        ) {
+            let mut at = 0.0;
+            let requests: Vec<TraceRequest> = gaps
+                .iter()
+                .map(|&(g, prompt, output)| {
+                    at += g;
+                    TraceRequest { arrival: at, prompt, output, class: 0 }
+                })
+                .collect();
+            let text = serde_json::to_string(&requests).unwrap();
+            let t = TraceFile::parse(&text, "x.json").unwrap();
+            let ArrivalProcess::Trace { requests: back } = &t.arrivals else {
+                return Err(TestCaseError::fail("not a trace"));
+            };
+            prop_assert_eq!(back.len(), requests.len());
+            for (a, b) in back.iter().zip(&requests) {
+                prop_assert_eq!((a.prompt, a.output, a.class), (b.prompt, b.output, b.class));
+                prop_assert!((a.arrival - b.arrival).abs() <= b.arrival * 1e-15);
+            }
+        }
+    }
+
+    /// Traces out of order, with negative times, zero-token requests or no requests at all
+    /// were read without complaint (the engine refused them only later);
+    /// `what_is_accepted_is_sensible` demands the reader refuse them.
+    #[test]
+    fn impossible_traces_are_refused_when_read() {
+        for text in [
+            "[]",
+            "[2.0, 1.0]",
+            "[-1.0]",
+            r#"[{"arrival":0.5,"prompt":0,"output":4}]"#,
+            r#"[{"arrival":-0.5,"prompt":3,"output":4}]"#,
+        ] {
+            let e = TraceFile::parse(text, "x.json").expect_err(text);
+            assert!(
+                format!("{e:#}").starts_with("--trace x.json"),
+                "{text}: {e:#}"
+            );
+        }
     }
 }

@@ -325,3 +325,45 @@ fn help_shows_an_example_of_each_new_flag() {
         }
     }
 }
+
+/// `microbench --chars-per-token` is checked as `run`'s is, before any server is reached:
+/// no NaN, zero, negative ratio, nor one that builds prompts of gigabytes.
+#[test]
+fn microbench_checks_chars_per_token() {
+    for (v, says) in [
+        ("NaN", "finite number > 0"),
+        ("0", "finite number > 0"),
+        ("-4", "finite number > 0"),
+        ("1e9", "over the limit"),
+    ] {
+        let flag = format!("--chars-per-token={v}");
+        let Command::Microbench(a) = parse(&["microbench", &flag]) else {
+            panic!("not microbench")
+        };
+        let e = format!("{:#}", a.config().expect_err(v));
+        assert!(
+            e.contains("--chars-per-token") && e.contains(says),
+            "{v}: {e}"
+        );
+    }
+    let Command::Microbench(a) = parse(&["microbench", "--chars-per-token", "4"]) else {
+        panic!("not microbench")
+    };
+    assert_eq!(a.config().unwrap().chars_per_token, 4.0);
+}
+
+/// `microbench --timeout` is refused, not a panic in `Duration`, when it is no time.
+#[test]
+fn microbench_refuses_a_timeout_that_is_no_time() {
+    for v in ["NaN", "0", "-1", "1e300"] {
+        let flag = format!("--timeout={v}");
+        let Command::Microbench(a) = parse(&["microbench", &flag]) else {
+            panic!("not microbench")
+        };
+        let e = format!("{:#}", a.config().expect_err(v));
+        assert!(
+            e.contains("--timeout must be a finite number of seconds > 0"),
+            "{v}: {e}"
+        );
+    }
+}

@@ -15,6 +15,7 @@ mod client_capability;
 mod common;
 mod compare;
 mod live;
+mod merge;
 mod pgo_script;
 mod real_server;
 mod run_honesty;
