@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # kvqueue's test command: installs what it needs (idempotent), then runs, in order,
 #   1. format check  2. clippy (native; wasm32 for engine and app)
-#   3. the hermetic tier: `cargo test --workspace`, run with PATH and KVQUEUE_ROOT pointing
-#      at an empty folder (nothing but the Rust toolchain), so no test can lean on a server
+#   3. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
+#      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
 #   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server
 #      and a real vLLM (a missing server fails them), and the property tests at more cases
 #   5. wasm tests (engine in Node, app in headless Chromium)  6. release build of the page
@@ -43,11 +43,13 @@ cargo fetch --locked >/dev/null 2>&1 || cargo fetch
 step fmt cargo fmt --all -- --check
 step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
-# The hermetic tier: built with the full PATH (the linker), run with only the toolchain.
-EMPTY="$ROOT/target/empty-root"
-mkdir -p "$EMPTY"
+# The hermetic tier: built with the full PATH, run with nothing on PATH but the Rust
+# toolchain and its linker (doctests link), and no server installs (KVQUEUE_ROOT empty).
+HERMETIC="$ROOT/target/hermetic"
+rm -rf "$HERMETIC" && mkdir -p "$HERMETIC/bin" "$HERMETIC/root"
+ln -s "$(command -v cc)" "$HERMETIC/bin/cc"
 cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
-step hermetic-tests env PATH="$EMPTY:$HOME/.cargo/bin" KVQUEUE_ROOT="$EMPTY" \
+step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
   cargo test --workspace --profile ci --locked
 # The live tier: every `live:` test (one at a time; see bench-native/tests/bench_native/).
 step live-tests cargo test -p bench-native --profile ci --locked --test bench_native -- \
