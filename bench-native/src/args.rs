@@ -148,7 +148,7 @@ pub fn sweep_spec(
         check_point(&c, LISTS)?;
         limits::check(
             "one run of this grid",
-            engine::limits::run_requests(&c),
+            c.expected_requests(),
             "rate × horizon",
             work.max_requests_per_run,
         )?;

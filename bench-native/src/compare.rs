@@ -588,10 +588,7 @@ pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
     let work = a.model.work_limits(Scope::Sweep);
     limits::check(
         "compare",
-        engine::limits::sweep_requests(&spec)
-            + noise_spec
-                .as_ref()
-                .map_or(0.0, engine::limits::sweep_requests),
+        spec.expected_requests() + noise_spec.as_ref().map_or(0.0, |s| s.expected_requests()),
         &format!("{} runs × rate × horizon", spec.runs() + noise_runs),
         work.max_requests_per_sweep,
     )?;

@@ -121,7 +121,7 @@ impl<I: Iterator<Item = Request>> Iterator for Ticking<I> {
 
 /// Simulates `cfg` (checked against `work`), with a progress bar on a long run.
 fn run(cfg: &SimConfig, work: &Limits) -> anyhow::Result<engine::sim::SimReport> {
-    let expected = engine::limits::run_requests(cfg);
+    let expected = cfg.expected_requests();
     if expected <= PROGRESS_ABOVE {
         return Ok(engine::sim::simulate_with(cfg, work)?);
     }

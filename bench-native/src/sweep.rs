@@ -157,7 +157,7 @@ pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> 
     let share = points.len() as f64 / spec.points().len().max(1) as f64;
     limits::check(
         "sweep",
-        engine::limits::sweep_requests(&spec) * share,
+        spec.expected_requests() * share,
         &format!("{} runs × rate × horizon", points.len() * spec.seeds.len()),
         a.model.work_limits(Scope::Sweep).max_requests_per_sweep,
     )?;

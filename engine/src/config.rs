@@ -323,6 +323,12 @@ impl SimConfig {
         self.validate_with(&Limits::default())
     }
 
+    /// Requests one run is expected to simulate, the estimate the work limits check
+    /// ([`limits::expected_requests`]) [requests].
+    pub fn expected_requests(&self) -> f64 {
+        limits::expected_requests(&self.workload, self.horizon_s)
+    }
+
     /// [`SimConfig::validate`] against other work limits.
     ///
     /// # Errors
@@ -372,9 +378,14 @@ impl SimConfig {
                 need_tokens: need.div_ceil(bs) * bs,
             });
         }
-        limits::check_sizes(self)?;
-        work.check_run(self)?;
-        limits::check_clock(self)?;
+        limits::check_sizes(
+            s.max_batch,
+            s.kv_tokens,
+            self.timeseries_points,
+            &self.workload.arrivals,
+        )?;
+        work.check_run(self.expected_requests())?;
+        limits::check_clock(self.horizon_s, &self.workload.arrivals)?;
         Ok(())
     }
 }

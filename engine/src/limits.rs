@@ -8,8 +8,8 @@
 //!   entry point (`simulate`, `run_sweep`, the analytical models) returns an error
 //!   instead of exhausting memory or looping.
 //! - **Work limits**, a [`Limits`] value with stated defaults: how many requests a run or
-//!   a sweep would simulate, estimated before it starts ([`run_requests`],
-//!   [`sweep_requests`]). A caller may raise them ([`SimConfig::validate_with`],
+//!   a sweep would simulate, estimated before it starts ([`crate::SimConfig::expected_requests`],
+//!   [`crate::sweep::SweepSpec::expected_requests`]). A caller may raise them ([`SimConfig::validate_with`],
 //!   [`crate::sim::simulate_with`], [`crate::sweep::run_sweep_with`]).
 //! - **The drain cap** ([`MAX_DRAIN_HORIZONS`]): a drained run whose clock runs away (a
 //!   saturated server that cannot empty its queue, or a cost model of astronomic
@@ -33,8 +33,6 @@
 //! assert!(cfg.validate_with(&raised).is_ok());
 //! ```
 
-use crate::config::SimConfig;
-use crate::sweep::SweepSpec;
 use crate::workload::{ArrivalProcess, Workload};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -91,13 +89,13 @@ pub const MAX_TIMESERIES_POINTS: u32 = 1_000_000;
 /// Work limits, checked before a run or sweep starts.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
-    /// Most requests one run may simulate (its expected arrivals, [`run_requests`]).
+    /// Most requests one run may simulate (its expected arrivals, [`crate::SimConfig::expected_requests`]).
     /// Default 2e7: the documented 10 M-request run (λ 8 × 1.25e6 s) fits twice over; a
     /// run's materialised requests (32 B each) then stay under 640 MB and its kept
     /// records under 2 GB, inside a wasm32 page's 4 GB [requests].
     pub max_requests_per_run: f64,
     /// Most requests a sweep may simulate over all its runs (every grid point × seed,
-    /// [`sweep_requests`]). Default 1e8: the default grid (800 runs, ~3 M requests)
+    /// [`crate::sweep::SweepSpec::expected_requests`]). Default 1e8: the default grid (800 runs, ~3 M requests)
     /// fits 33 times over, and so does the 1000-seed comparison of the analytical models
     /// (7.8e7); 1e8 requests are 10–20 s of simulation on one core [requests].
     pub max_requests_per_sweep: f64,
@@ -201,23 +199,6 @@ pub fn expected_requests(w: &Workload, horizon_s: f64) -> f64 {
     }
 }
 
-/// Requests one run of `cfg` is expected to simulate [requests].
-pub fn run_requests(cfg: &SimConfig) -> f64 {
-    expected_requests(&cfg.workload, cfg.horizon_s)
-}
-
-/// Requests every run of `spec` together is expected to simulate: each rate's expected
-/// arrivals × seeds × batch widths × KV capacities (an upper bound: reused runs cost
-/// nothing) [requests].
-pub fn sweep_requests(spec: &SweepSpec) -> f64 {
-    let per_rate: f64 = spec
-        .rates
-        .iter()
-        .map(|&r| expected_requests(&spec.base.workload.with_rate(r), spec.base.horizon_s))
-        .sum();
-    per_rate * spec.seeds.len() as f64 * spec.max_batches.len() as f64 * spec.kv_tokens.len() as f64
-}
-
 impl Limits {
     /// No work limit: every configuration within the structural bounds runs.
     pub fn unlimited() -> Limits {
@@ -227,36 +208,38 @@ impl Limits {
         }
     }
 
-    /// Checks one run's expected requests against [`Limits::max_requests_per_run`].
+    /// Checks one run's expected requests ([`crate::SimConfig::expected_requests`])
+    /// against [`Limits::max_requests_per_run`].
     ///
     /// # Errors
     /// [`LimitError::TooManyRequests`] with the estimate and the limit.
-    pub fn check_run(&self, cfg: &SimConfig) -> Result<(), LimitError> {
+    pub fn check_run(&self, estimate: f64) -> Result<(), LimitError> {
         over(
             Scope::Run,
-            run_requests(cfg),
+            estimate,
             self.max_requests_per_run,
             "max_requests_per_run",
         )
     }
 
-    /// Checks a sweep: each run against [`Limits::max_requests_per_run`] (its largest
-    /// rate), then all of them against [`Limits::max_requests_per_sweep`].
+    /// Checks a sweep: each of its runs (`per_run`, one estimate per rate: the largest
+    /// run of that rate) against [`Limits::max_requests_per_run`], then all of them
+    /// (`total`, [`crate::sweep::SweepSpec::expected_requests`]) against
+    /// [`Limits::max_requests_per_sweep`].
     ///
     /// # Errors
     /// [`LimitError::TooManyRequests`] with the estimate and the limit.
-    pub fn check_sweep(&self, spec: &SweepSpec) -> Result<(), LimitError> {
-        for &r in &spec.rates {
-            over(
-                Scope::Run,
-                expected_requests(&spec.base.workload.with_rate(r), spec.base.horizon_s),
-                self.max_requests_per_run,
-                "max_requests_per_run",
-            )?;
+    pub fn check_sweep(
+        &self,
+        per_run: impl IntoIterator<Item = f64>,
+        total: f64,
+    ) -> Result<(), LimitError> {
+        for estimate in per_run {
+            self.check_run(estimate)?;
         }
         over(
             Scope::Sweep,
-            sweep_requests(spec),
+            total,
             self.max_requests_per_sweep,
             "max_requests_per_sweep",
         )
@@ -326,27 +309,31 @@ pub(crate) fn at_least(
 ///
 /// # Errors
 /// The first value past its bound.
-pub(crate) fn check_sizes(cfg: &SimConfig) -> Result<(), LimitError> {
-    let s = &cfg.server;
+pub(crate) fn check_sizes(
+    max_batch: u32,
+    kv_tokens: u64,
+    timeseries_points: u32,
+    arrivals: &ArrivalProcess,
+) -> Result<(), LimitError> {
     at_most(
         "max_batch",
-        s.max_batch as f64,
+        max_batch as f64,
         MAX_BATCH as f64,
         "state is kept per batch slot",
     )?;
     at_most(
         "kv_tokens",
-        s.kv_tokens as f64,
+        kv_tokens as f64,
         MAX_KV_TOKENS as f64,
         "KV counts must stay exact",
     )?;
     at_most(
         "timeseries_points",
-        cfg.timeseries_points as f64,
+        timeseries_points as f64,
         MAX_TIMESERIES_POINTS as f64,
         "every sample is kept in memory",
     )?;
-    if let ArrivalProcess::Gamma { burstiness, .. } = &cfg.workload.arrivals {
+    if let ArrivalProcess::Gamma { burstiness, .. } = arrivals {
         at_least(
             "burstiness",
             *burstiness,
@@ -362,14 +349,14 @@ pub(crate) fn check_sizes(cfg: &SimConfig) -> Result<(), LimitError> {
 ///
 /// # Errors
 /// The first value past its bound.
-pub(crate) fn check_clock(cfg: &SimConfig) -> Result<(), LimitError> {
+pub(crate) fn check_clock(horizon_s: f64, arrivals: &ArrivalProcess) -> Result<(), LimitError> {
     at_most(
         "horizon_s",
-        cfg.horizon_s,
+        horizon_s,
         MAX_HORIZON_S,
         "the clock must resolve an iteration",
     )?;
-    match &cfg.workload.arrivals {
+    match arrivals {
         ArrivalProcess::Poisson { rate }
         | ArrivalProcess::Deterministic { rate }
         | ArrivalProcess::Gamma { rate, .. } => at_most(
@@ -385,28 +372,37 @@ pub(crate) fn check_clock(cfg: &SimConfig) -> Result<(), LimitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{sweep::SweepSpec, SimConfig};
 
     #[test]
     fn the_default_grid_and_the_documented_long_run_fit() {
         let spec = SweepSpec::reference_default();
-        let n = sweep_requests(&spec);
+        let n = spec.expected_requests();
         assert!((2.9e6..3.0e6).contains(&n), "{n}");
-        Limits::default().check_sweep(&spec).unwrap();
+        spec.validate().unwrap();
         let mut long = SimConfig::reference(8.0, 16, 16384);
         long.horizon_s = 1.25e6;
-        assert_eq!(run_requests(&long), 1e7);
-        Limits::default().check_run(&long).unwrap();
+        assert_eq!(long.expected_requests(), 1e7);
+        Limits::default()
+            .check_run(long.expected_requests())
+            .unwrap();
         long.horizon_s = 1e12;
-        assert!(Limits::default().check_run(&long).is_err());
+        assert!(Limits::default()
+            .check_run(long.expected_requests())
+            .is_err());
         assert!(long.validate().is_err());
-        Limits::unlimited().check_run(&long).unwrap();
+        Limits::unlimited()
+            .check_run(long.expected_requests())
+            .unwrap();
     }
 
     #[test]
     fn the_message_carries_the_numbers() {
         let mut cfg = SimConfig::reference(4.0, 8, 8192);
         cfg.horizon_s = 1e12;
-        let e = Limits::default().check_run(&cfg).unwrap_err();
+        let e = Limits::default()
+            .check_run(cfg.expected_requests())
+            .unwrap_err();
         assert_eq!(
             e.to_string(),
             "this run would simulate ≈ 4.0e12 requests, over the limit of 2.0e7 (max_requests_per_run)"

@@ -143,8 +143,25 @@ impl SweepSpec {
         for (r, b, k) in self.points() {
             self.config(r, b, k, self.seeds[0]).validate_with(limits)?;
         }
-        limits.check_sweep(self)?;
+        let per_run = self.rates.iter().map(|&r| self.rate_requests(r));
+        limits.check_sweep(per_run, self.expected_requests())?;
         Ok(())
+    }
+
+    /// Requests one run at rate `r` is expected to simulate [requests].
+    fn rate_requests(&self, r: f64) -> f64 {
+        crate::limits::expected_requests(&self.base.workload.with_rate(r), self.base.horizon_s)
+    }
+
+    /// Requests every run of the sweep together is expected to simulate: each rate's
+    /// expected arrivals × seeds × batch widths × KV capacities (an upper bound: reused
+    /// runs cost nothing) [requests].
+    pub fn expected_requests(&self) -> f64 {
+        let per_rate: f64 = self.rates.iter().map(|&r| self.rate_requests(r)).sum();
+        per_rate
+            * self.seeds.len() as f64
+            * self.max_batches.len() as f64
+            * self.kv_tokens.len() as f64
     }
 
     /// The subset of grid points for shard `i` of `n` (round-robin), as a new spec is not

@@ -306,7 +306,7 @@ impl ModelArgs {
                 Scope::Run => "this run",
                 Scope::Sweep => "one run of this grid",
             },
-            engine::limits::run_requests(&c),
+            c.expected_requests(),
             "rate × horizon",
             work.max_requests_per_run,
         )?;
