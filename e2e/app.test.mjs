@@ -257,6 +257,30 @@ await check('an invalid value corrected back to the last one clears the error an
   assert(q.errors.length === 0, q.errors.join(' | '));
   await q.page.close();
 });
+for (const [query, key] of [['rates=1e5', 'rates'], ['rate=1e308', 'rate'], ['B=4294967295', 'B'], ['K=18446744073709551615', 'K'], ['arr=gamma&k=1e-300', 'k']]) {
+  await check(`?${query} is refused before any worker runs it: the error in place of the chart and beside the field, the URL kept`, async () => {
+    const b = await open(`${base}?${query}`);
+    const p = b.page;
+    await p.waitForSelector('#param-error', { timeout: 20000 });
+    const visible = (sel) => p.evaluate((s) => { const e = document.querySelector(s); return e && e.offsetParent ? e.textContent : null; }, sel);
+    const inChart = await visible('#param-error');
+    assert(inChart && inChart.length > 0, `no visible error in place of the chart: ${inChart}`);
+    const chartShown = await p.evaluate(() => document.getElementById('chart').offsetParent !== null);
+    assert(!chartShown, 'the empty chart is still shown beside the error');
+    const beside = await visible(`.field-error[data-error-for="${key}"]`);
+    assert(beside && beside === inChart.trim().slice(0, beside.length), `beside ${key}: ${beside} / in place of the chart: ${inChart}`);
+    await p.waitForTimeout(1000);
+    const [k, v] = query.split('&').pop().split('=');
+    assert(new URL(p.url()).searchParams.get(k) === v, `the URL lost ${k}=${v}: ${p.url()}`);
+    assert(await visible('#param-error'), 'the error went away by itself');
+    await p.waitForTimeout(3000);
+    const status = await p.evaluate(() => document.getElementById('answer').textContent + ' | ' + document.getElementById('status').textContent);
+    assert(!/simulating…/.test(status), `a status is still pending: ${status}`);
+    assert(b.errors.length === 0, b.errors.join(' | '));
+    await p.screenshot({ path: path.join(shots, `refused-${key}.png`), fullPage: true });
+    await p.close();
+  });
+}
 await check('other views draw (CDF, over time, timeline)', async () => {
   for (const [label, file] of [['TTFT distribution', 'cdf.png'], ['Over time', 'time.png'], ['Timeline', 'timeline.png']]) {
     await page.click(`button.tab:has-text("${label}")`);

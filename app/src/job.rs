@@ -11,6 +11,7 @@ use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
+use engine::limits::{run_requests, Limits};
 use engine::metrics::Summary;
 use engine::record::Outcome;
 use engine::sim::{simulate, simulate_requests};
@@ -294,6 +295,9 @@ fn curve_point(
         cfg.server.kv_tokens = kv_tokens;
         p.resolve_admission(&mut cfg);
         cfg.validate().map_err(|e| e.to_string())?;
+        if seed == 0 {
+            held_in_memory(p.seeds, &cfg)?;
+        }
         summaries.push(streams.simulate(&cfg, seed)?);
         out.tick();
     }
@@ -304,11 +308,26 @@ fn curve_point(
     })
 }
 
+/// Checks that `seeds` runs of `cfg`'s workload fit in the worker's memory: [`Streams`]
+/// keeps every seed's requests for a rate, so the page's sweep limit
+/// ([`Limits::max_requests_per_sweep`]) bounds them ([`Params::check`] says so first).
+fn held_in_memory(seeds: u32, cfg: &SimConfig) -> Result<(), String> {
+    let held = seeds as f64 * run_requests(cfg);
+    let limit = Limits::default().max_requests_per_sweep;
+    if held <= limit {
+        Ok(())
+    } else {
+        Err(format!(
+            "{seeds} seeds would hold ≈ {held:.1e} requests in memory, over the limit of {limit:.1e} (max_requests_per_sweep)"
+        ))
+    }
+}
+
 fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
     let mut cfg = p.sim_config(rate, 0);
     cfg.keep_records = true;
     // enough samples that the "Over time" view's shortest window (5 %) still has 150
-    cfg.timeseries_points = 3000;
+    cfg.timeseries_points = crate::params::DETAIL_POINTS;
     let rep = simulate(&cfg).map_err(|e| e.to_string())?;
     let ttft = rep
         .records
@@ -694,6 +713,28 @@ mod tests {
         run(&job, &mut |r| replies.push(r));
         assert!(
             matches!(&replies[0], Reply::Error { message, .. } if message.contains("max_batch"))
+        );
+    }
+
+    #[test]
+    fn a_sweep_too_big_for_the_workers_memory_comes_back_as_an_error() {
+        // 40 seeds × 4e6 requests: each run is within the engine's limit, the seeds the
+        // worker keeps at one rate are not.
+        let job = Job {
+            id: 2,
+            params: Params {
+                seeds: 40,
+                horizon_s: 1e5,
+                ..Params::default()
+            },
+            tasks: vec![Task::Curve { rate: 40.0 }],
+        };
+        assert!(job.params.sim_config(40.0, 0).validate().is_ok());
+        let mut replies = Vec::new();
+        run(&job, &mut |r| replies.push(r));
+        assert!(
+            matches!(&replies[..], [Reply::Error { id: 2, message }] if message.contains("max_requests_per_sweep")),
+            "{replies:?}"
         );
     }
 

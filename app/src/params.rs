@@ -8,8 +8,11 @@
 use crate::metric::Metric;
 use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
+use engine::limits::{run_requests, LimitError, Limits};
 use engine::metrics::MetricsConfig;
+use engine::sweep::SweepSpec;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
+use engine::ConfigError;
 use serde::{Deserialize, Serialize};
 
 /// Arrival process kind.
@@ -365,6 +368,87 @@ pub fn page_message(msg: &str) -> String {
     out
 }
 
+/// A URL value [`Params::read_query`] could not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadValue {
+    pub key: String,
+    pub text: String,
+    /// Whether `key` is a parameter of the page (else the key itself is unknown).
+    pub known: bool,
+}
+
+impl BadValue {
+    /// "ignored URL parameter B=abc".
+    pub fn message(&self) -> String {
+        format!("ignored URL parameter {}={}", self.key, self.text)
+    }
+
+    /// What the page says beside the field: "max batch B [seqs]: 'abc' from the URL is
+    /// not a valid value".
+    pub fn field_message(&self) -> String {
+        format!(
+            "{}: '{}' from the URL is not a valid value",
+            label(&self.key),
+            self.text
+        )
+    }
+}
+
+/// Whether `key` is a URL key of [`Params`].
+pub fn is_key(key: &str) -> bool {
+    Params::default()
+        .to_query()
+        .split('&')
+        .any(|kv| kv.split_once('=').is_some_and(|(k, _)| k == key))
+}
+
+/// Time-series points of the detail run (the "Over time" view): enough that its
+/// shortest window (5 %) still has 150.
+pub const DETAIL_POINTS: u32 = 3000;
+
+/// Why the parameters cannot run: a message naming fields by their page labels, and the
+/// URL key of the field it is about (None: no one field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    pub key: Option<&'static str>,
+    pub message: String,
+}
+
+impl Invalid {
+    /// An engine validation error of the run at `rate`, whose rate is the field `rate_key`
+    /// ("rates" or "rate").
+    fn engine(e: &ConfigError, rate_key: &'static str, rate: f64) -> Invalid {
+        let name = match e {
+            ConfigError::NotPositive { name, .. }
+            | ConfigError::Negative { name, .. }
+            | ConfigError::Zero { name, .. }
+            | ConfigError::OutOfRange { name, .. }
+            | ConfigError::Limit(LimitError::AboveMax { name, .. })
+            | ConfigError::Limit(LimitError::BelowMin { name, .. }) => Some(*name),
+            ConfigError::Limit(LimitError::TooManyRequests { .. }) => Some("arrival rate"),
+            ConfigError::KvTooSmall { .. } => Some("kv_tokens"),
+            _ => None,
+        };
+        let message = page_message(&e.to_string());
+        match name {
+            // The rate and the run's size are not named by a page label: say which field.
+            Some("arrival rate" | "seeds" | "grid points") => Invalid {
+                key: Some(rate_key),
+                message: format!("{} = {}: {message}", label(rate_key), fmt_num(rate)),
+            },
+            Some("per-request overhead") => Invalid {
+                key: Some("oh"),
+                message,
+            },
+            Some(n) => Invalid {
+                key: FIELDS.iter().find(|f| f.1 == Some(n)).map(|f| f.0),
+                message,
+            },
+            None => Invalid { key: None, message },
+        }
+    }
+}
+
 /// Replaces `word` where it stands alone (not inside a longer identifier).
 fn replace_word(s: &str, word: &str, with: &str) -> String {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
@@ -548,28 +632,98 @@ impl Params {
     /// A readable message naming the fields by their labels on the page
     /// ([`page_message`]).
     pub fn validate(&self) -> Result<(), String> {
+        self.check().map_err(|e| e.message)
+    }
+
+    /// [`Params::validate`], saying which field the problem is with.
+    ///
+    /// Every run the page would start is checked against the engine's policy
+    /// (docs/model.md, Limits) before a job goes to a worker: each swept rate's and the
+    /// chosen rate's configuration ([`SimConfig::validate`]), the worker's memory (it keeps
+    /// every seed's requests for a rate: seeds × [`run_requests`] against
+    /// [`Limits::max_requests_per_sweep`]), the sweep as a whole ([`SweepSpec::validate`])
+    /// and the detail run (records and time series kept).
+    ///
+    /// # Errors
+    /// The first problem found, with the URL key of its field when it has one.
+    pub fn check(&self) -> Result<(), Invalid> {
+        let at = |key: &'static str, message: String| Invalid {
+            key: Some(key),
+            message,
+        };
         if self.rates.is_empty() {
-            return Err(format!(
-                "{}: give at least one arrival rate",
-                label("rates")
+            return Err(at(
+                "rates",
+                format!("{}: give at least one arrival rate", label("rates")),
             ));
         }
         if !(1..=50).contains(&self.seeds) {
-            return Err(format!("{} must be between 1 and 50", label("seeds")));
+            return Err(at(
+                "seeds",
+                format!("{} must be between 1 and 50", label("seeds")),
+            ));
         }
         if !(self.horizon_s > 0.0 && self.horizon_s <= 100_000.0) {
-            return Err(format!("{} must be in (0, 100000]", label("T")));
+            return Err(at("T", format!("{} must be in (0, 100000]", label("T"))));
         }
+        let limits = Limits::default();
+        let runs = || {
+            self.rates
+                .iter()
+                .map(|&r| ("rates", r))
+                .chain([("rate", self.rate)])
+        };
+        // Admitting everything first: the DP threshold is derived from this configuration,
+        // on the page's own thread, so its sizes must be within bounds before.
+        for (key, r) in runs() {
+            let cfg = self.admit_all_config(r, 0);
+            cfg.validate().map_err(|e| Invalid::engine(&e, key, r))?;
+            let held = self.seeds as f64 * run_requests(&cfg);
+            // NaN counts as over, as the engine counts it.
+            if held.is_nan() || held > limits.max_requests_per_sweep {
+                return Err(at(
+                    key,
+                    format!(
+                        "{} = {}: {} seeds × ≈ {:.1e} requests each would hold ≈ {held:.1e} requests in memory, over the limit of {:.1e} (max_requests_per_sweep); lower the rate, {} or {}",
+                        label(key),
+                        fmt_num(r),
+                        self.seeds,
+                        run_requests(&cfg),
+                        limits.max_requests_per_sweep,
+                        label("T"),
+                        label("seeds"),
+                    ),
+                ));
+            }
+        }
+        let sweep = SweepSpec {
+            base: self.admit_all_config(self.rates[0], 0),
+            rates: self.rates.clone(),
+            max_batches: vec![self.max_batch],
+            kv_tokens: vec![self.kv_tokens],
+            seeds: (0..self.seeds as u64).collect(),
+            reuse: true,
+        };
+        sweep
+            .validate_with(&limits)
+            .map_err(|e| Invalid::engine(&e, "rates", self.rates[0]))?;
         if self.admission == AdmissionRule::Dp {
-            self.dp_threshold()
-                .map_err(|e| format!("threshold (DP) admission: {e}"))?;
+            self.dp_threshold().map_err(|e| Invalid {
+                key: Some("slo_ttft"),
+                message: format!("threshold (DP) admission: {e}"),
+            })?;
         }
-        for r in self.rates.iter().chain([&self.rate]) {
-            self.sim_config(*r, 0)
+        for (key, r) in runs() {
+            self.sim_config(r, 0)
                 .validate()
-                .map_err(|e| page_message(&e.to_string()))?;
+                .map_err(|e| Invalid::engine(&e, key, r))?;
         }
-        Ok(())
+        let mut detail = self.sim_config(self.rate, 0);
+        detail.keep_records = true;
+        detail.timeseries_points = DETAIL_POINTS;
+        detail
+            .validate()
+            .map_err(|e| Invalid::engine(&e, "rate", self.rate))
     }
 
     /// Sets the field `key` from the text the user typed: the new parameters, or a
@@ -624,7 +778,8 @@ impl Params {
             ("slo_tpot", fmt_num(self.slo_tpot_s)),
             ("metric", self.metric.key().into()),
         ];
-        q.retain(|(_, v)| !v.is_empty());
+        // The preset is written even when empty, so that it reads back as it is.
+        q.retain(|(k, v)| *k == "preset" || !v.is_empty());
         q.iter()
             .map(|(k, v)| format!("{k}={}", v.replace(',', "%2C")))
             .collect::<Vec<_>>()
@@ -636,6 +791,13 @@ impl Params {
     ///
     /// Returns the parameters and a list of problems (bad values are skipped, not fatal).
     pub fn from_query(query: &str) -> (Params, Vec<String>) {
+        let (p, bad) = Params::read_query(query);
+        (p, bad.iter().map(BadValue::message).collect())
+    }
+
+    /// [`Params::from_query`], with each value it could not read: its key and text as
+    /// the URL has them, so the page can show them where the user fixes them.
+    pub fn read_query(query: &str) -> (Params, Vec<BadValue>) {
         let query = query.trim_start_matches('?');
         let pairs: Vec<(String, String)> = query
             .split('&')
@@ -651,14 +813,17 @@ impl Params {
             .and_then(|(_, v)| Preset::from_key(v))
             .map(Preset::params)
             .unwrap_or_default();
-        let mut errs = Vec::new();
+        let mut bad = Vec::new();
         for (k, v) in &pairs {
-            let ok = p.set(k, v);
-            if !ok {
-                errs.push(format!("ignored URL parameter {k}={v}"));
+            if !p.set(k, v) {
+                bad.push(BadValue {
+                    known: is_key(k),
+                    key: k.clone(),
+                    text: v.clone(),
+                });
             }
         }
-        (p, errs)
+        (p, bad)
     }
 
     /// One parameter's value by its URL key, as text (empty if unknown).
@@ -951,4 +1116,59 @@ mod tests {
         assert!(parse_rates("").is_err());
         assert!(parse_rates("1,-2").is_err());
     }
+
+    #[test]
+    fn values_past_the_engines_bounds_are_refused_by_their_field() {
+        // Each URL that used to reach a worker and trap, with the field it is about.
+        for (query, key) in [
+            ("rates=1e5", "rates"),
+            ("rate=1e308", "rate"),
+            ("B=4294967295", "B"),
+            ("K=18446744073709551615", "K"),
+            ("arr=gamma&k=1e-300", "k"),
+        ] {
+            let (p, bad) = Params::read_query(query);
+            assert!(bad.is_empty(), "{query}: {bad:?}");
+            let e = p.check().unwrap_err();
+            assert_eq!(e.key, Some(key), "{query}: {e:?}");
+            assert!(e.message.contains(label(key)), "{query}: {}", e.message);
+        }
+        // Within the engine's per-run limit, but not the seeds the worker holds at once.
+        let p = Params::read_query("rates=40&T=100000&seeds=40").0;
+        assert!(p.sim_config(40.0, 0).validate().is_ok());
+        let e = p.check().unwrap_err();
+        assert_eq!(e.key, Some("rates"));
+        assert!(
+            e.message.contains("max_requests_per_sweep"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_bad_url_value_keeps_its_key_and_text() {
+        let (_, bad) = Params::read_query("B=abc&zzz=1");
+        assert_eq!(
+            bad,
+            vec![
+                BadValue {
+                    key: "B".into(),
+                    text: "abc".into(),
+                    known: true
+                },
+                BadValue {
+                    key: "zzz".into(),
+                    text: "1".into(),
+                    known: false
+                },
+            ]
+        );
+        assert_eq!(
+            bad[0].field_message(),
+            "max batch B [seqs]: 'abc' from the URL is not a valid value"
+        );
+    }
 }
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod props;

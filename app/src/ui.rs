@@ -15,7 +15,7 @@ use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
-use crate::params::{self, AdmissionRule, Arrivals, Cost, Lengths, Params, Preset};
+use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
 use crate::pool::Pool;
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
@@ -86,6 +86,54 @@ fn fmt_val(m: Metric, v: f64) -> String {
     }
 }
 
+/// Text that is not a value of its field: the field's URL key, the text (shown in the
+/// field, so the user sees what to fix) and the message.
+#[derive(Clone, Debug, PartialEq)]
+struct InputError {
+    key: String,
+    text: String,
+    message: String,
+}
+
+impl Ctx {
+    /// Whether an error stops the calculator from running (and is on show).
+    fn blocked(&self) -> bool {
+        self.input_errs.with(|v| !v.is_empty()) || self.invalid.with(Option::is_some)
+    }
+
+    /// The error to show beside the field `key`: its text's, else the parameters'.
+    fn field_error(&self, key: &str) -> Option<String> {
+        self.input_errs
+            .with(|v| v.iter().find(|e| e.key == key).map(|e| e.message.clone()))
+            .or_else(|| {
+                self.invalid.with(|i| {
+                    i.as_ref()
+                        .filter(|i| i.key == Some(key))
+                        .map(|i| i.message.clone())
+                })
+            })
+    }
+
+    /// Every error on show, in the order of the fields' problems, then the parameters'.
+    fn errors(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .input_errs
+            .with(|v| v.iter().map(|e| e.message.clone()).collect());
+        v.extend(self.invalid.with(|i| i.as_ref().map(|i| i.message.clone())));
+        v
+    }
+
+    /// Forgets the text error of field `key` (it now holds a value).
+    fn clear_input_error(&self, key: &str) {
+        if self
+            .input_errs
+            .with_untracked(|v| v.iter().any(|e| e.key == key))
+        {
+            self.input_errs.update(|v| v.retain(|e| e.key != key));
+        }
+    }
+}
+
 /// Everything the page's closures share.
 #[derive(Clone, Copy)]
 struct Ctx {
@@ -102,7 +150,12 @@ struct Ctx {
     window: RwSignal<f64>,
     geo: RwSignal<Geometry>,
     hover: RwSignal<Option<String>>,
-    param_err: RwSignal<Option<String>>,
+    /// Text that is not a value of its field (typed, or read from the URL), by field.
+    input_errs: RwSignal<Vec<InputError>>,
+    /// Why the parameters cannot run ([`Params::check`]), if they cannot.
+    invalid: Memo<Option<Invalid>>,
+    /// URL keys the page does not know (reported, not blocking).
+    url_notes: RwSignal<Vec<String>>,
     view: RwSignal<View>,
     learn: LearnSignals,
     /// The parameters of the last sweep started (None: none, or it was cancelled).
@@ -214,11 +267,10 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
 
 fn start_sweep(c: Ctx) {
     let p = c.params.get_untracked();
-    if let Err(e) = p.validate() {
-        c.param_err.set(Some(e));
+    // Nothing goes to a worker that the engine's policy refuses (docs/model.md, Limits).
+    if c.input_errs.with_untracked(|v| !v.is_empty()) || p.check().is_err() {
         return;
     }
-    c.param_err.set(None);
     let Some(pool) = pool() else { return };
     let n = pool.borrow().len();
     let mut curve: Vec<Task> = p.rates.iter().map(|&rate| Task::Curve { rate }).collect();
@@ -487,18 +539,40 @@ async fn read_files(c: Ctx, files: web_sys::FileList) {
 /// shown re-runs and clears it — see the sweep effect in [`App`]).
 fn text_field(c: Ctx, key: &'static str, title: &'static str) -> impl IntoView {
     let label = params::label(key);
+    // A text that is not a value stays in the field, beside its message.
+    let shown = move || {
+        c.input_errs
+            .with(|v| v.iter().find(|e| e.key == key).map(|e| e.text.clone()))
+            .unwrap_or_else(|| c.params.with(|p| p.get(key)))
+    };
     view! {
         <label class="field" title=title>
             <span>{label}</span>
-            <input type="text" name=key data-key=key prop:value=move || c.params.with(|p| p.get(key))
+            <input type="text" name=key data-key=key prop:value=shown
+                class:invalid=move || c.field_error(key).is_some()
                 on:change=move |ev| {
                     let v = event_target_value(&ev);
                     match c.params.with_untracked(|p| p.edited(key, &v)) {
-                        Ok(p) => c.params.set(p),
-                        Err(e) => c.param_err.set(Some(e)),
+                        Ok(p) => {
+                            c.clear_input_error(key);
+                            c.params.set(p);
+                        }
+                        Err(message) => c.input_errs.update(|errs| {
+                            errs.retain(|e| e.key != key);
+                            errs.push(InputError { key: key.into(), text: v, message });
+                        }),
                     }
                 } />
         </label>
+        {field_error(c, key)}
+    }
+}
+
+/// The error about field `key`, beside it.
+fn field_error(c: Ctx, key: &'static str) -> impl IntoView {
+    move || {
+        c.field_error(key)
+            .map(|e| view! { <p class="error field-error" data-error-for=key>{e}</p> })
     }
 }
 
@@ -513,6 +587,7 @@ fn select_field(
             <span>{label}</span>
             <select name=key data-key=key on:change=move |ev| {
                 let v = event_target_value(&ev);
+                c.clear_input_error(key);
                 c.params.update(|p| {
                     p.set(key, &v);
                     if matches!(key, "cost" | "gpu" | "llm") {
@@ -525,12 +600,15 @@ fn select_field(
                 }).collect_view()}
             </select>
         </label>
+        {field_error(c, key)}
     }
 }
 
 fn answer(c: Ctx) -> impl IntoView {
     // Only whether a curve sweep runs matters here, not its progress.
     let sweeping = Memo::new(move |_| c.run.with(|r| r.running() && !r.grid));
+    let failed = Memo::new(move |_| c.run.with(|r| r.error.clone()));
+    let cancelled = Memo::new(move |_| c.run.with(|r| r.cancelled && !r.grid));
     move || {
         let p = c.params.get();
         let points = c.points.get();
@@ -546,8 +624,15 @@ fn answer(c: Ctx) -> impl IntoView {
             .swept
             .get_value()
             .and_then(|swept| diagnose(&swept, &points));
-        let sim = if diagnosis.is_some() {
+        // Every status ends: on an error on show, a failed run or a cancelled one.
+        let sim = if c.blocked() {
+            "not simulated: fix the error shown in place of the chart".to_string()
+        } else if let Some(e) = failed.get() {
+            format!("not simulated: {e}")
+        } else if diagnosis.is_some() {
             "none".to_string()
+        } else if cancelled.get() && points.len() < p.rates.len() {
+            "not simulated: cancelled".to_string()
         } else if sweeping.get() || points.len() < p.rates.len() {
             "simulating…".to_string()
         } else {
@@ -645,11 +730,29 @@ pub fn App() -> impl IntoView {
     let (initial, url_errs) = if learn_first {
         (Params::default(), Vec::new())
     } else {
-        Params::from_query(&search)
+        Params::read_query(&search)
     };
+    // A value the URL gives that is not a value of its field stays in the field with its
+    // message; an unknown key is only reported.
+    let (known, unknown): (Vec<_>, Vec<_>) = url_errs.into_iter().partition(|b| b.known);
+    let input_errs = known
+        .iter()
+        .map(|b| InputError {
+            key: b.key.clone(),
+            text: b.text.clone(),
+            message: b.field_message(),
+        })
+        .collect();
+    // The calculator's URL as last written: the user's own until the state is valid.
+    let calculator_url = StoredValue::new(if learn_first {
+        Params::default().to_query()
+    } else {
+        search.trim_start_matches('?').to_string()
+    });
     let (lesson0, lesson_errs) = LessonState::from_query(&search);
+    let params = RwSignal::new(initial);
     let c = Ctx {
-        params: RwSignal::new(initial),
+        params,
         points: RwSignal::new(Vec::new()),
         models: RwSignal::new(None),
         detail: RwSignal::new(None),
@@ -661,7 +764,9 @@ pub fn App() -> impl IntoView {
         window: RwSignal::new(0.2),
         geo: RwSignal::new(Geometry::default()),
         hover: RwSignal::new(None),
-        param_err: RwSignal::new((!url_errs.is_empty()).then(|| url_errs.join("; "))),
+        input_errs: RwSignal::new(input_errs),
+        invalid: Memo::new(move |_| params.with(|p| p.check().err())),
+        url_notes: RwSignal::new(unknown.iter().map(params::BadValue::message).collect()),
         view: RwSignal::new(if learn_first {
             View::Learn
         } else {
@@ -680,10 +785,16 @@ pub fn App() -> impl IntoView {
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
 
-    // The shown view's state → URL.
+    // The shown view's state → URL. The calculator's only from valid parameters: a
+    // rejected value stays in the URL, where the user put it, while its error is shown.
     Effect::new(move |_| {
         let q = match c.view.get() {
-            View::Calculator => c.params.with(|p| p.to_query()),
+            View::Calculator => {
+                if !c.blocked() {
+                    calculator_url.set_value(c.params.with(|p| p.to_query()));
+                }
+                calculator_url.get_value()
+            }
             View::Learn => c.learn.state.with(|s| s.to_query()),
         };
         if let Ok(h) = window().history() {
@@ -698,13 +809,26 @@ pub fn App() -> impl IntoView {
     let pending = StoredValue::new_local(None::<Timeout>);
     Effect::new(move |_| {
         let p = c.params.get();
-        // An error on show (a bad value, a failed run) always re-runs: setting a field
-        // back to the value of the last sweep must clear it.
-        let error_shown = c.param_err.with_untracked(Option::is_some)
-            || c.run.with_untracked(|r| r.error.is_some());
-        if c.view.get() != View::Calculator
-            || (c.swept.get_value().as_ref() == Some(&p) && !error_shown)
-        {
+        if c.view.get() != View::Calculator {
+            return;
+        }
+        if c.blocked() {
+            // Nothing runs while an error is on show: a pending or running sweep stops,
+            // and the next valid parameters sweep even if they are the last swept.
+            pending.set_value(None);
+            c.swept.set_value(None);
+            if c.run.with_untracked(RunState::running) {
+                if let Some(pool) = pool() {
+                    pool.borrow_mut().cancel();
+                }
+                c.run.set(RunState::default());
+            }
+            return;
+        }
+        // A failed run on show always re-runs: setting a field back to the value of the
+        // last sweep must clear it.
+        let error_shown = c.run.with_untracked(|r| r.error.is_some());
+        if c.swept.get_value().as_ref() == Some(&p) && !error_shown {
             return;
         }
         pending.set_value(Some(Timeout::new(60, move || {
@@ -934,7 +1058,6 @@ pub fn App() -> impl IntoView {
                 {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
                 {text_field(c, "slo_ttft", "")}
                 {text_field(c, "slo_tpot", "")}
-                {move || c.param_err.get().map(|e| view! { <p class="error" id="param-error">{e}</p> })}
             </aside>
             <section class="results">
                 <div class="tabs">
@@ -984,9 +1107,20 @@ pub fn App() -> impl IntoView {
                 <div class="dropzone" id="dropzone"
                     on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
                     on:drop=on_drop>
+                    // An error takes the chart's place until it is fixed.
+                    {move || {
+                        let errs = c.errors();
+                        (!errs.is_empty()).then(|| view! {
+                            <div class="error chart-error" id="param-error">
+                                {errs.into_iter().map(|e| view! { <p>{e}</p> }).collect_view()}
+                            </div>
+                        })
+                    }}
                     <canvas id="chart" node_ref=canvas width="900" height="500" on:mousemove=on_move
+                        style:display=move || if c.blocked() { "none" } else { "" }
                         on:mouseleave=move |_| c.hover.set(None)></canvas>
-                    <div class="hover" id="hover">{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
+                    <div class="hover" id="hover" style:display=move || if c.blocked() { "none" } else { "" }>{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
+                    {move || c.url_notes.with(|n| (!n.is_empty()).then(|| view! { <p class="hint" id="url-notes">{n.join("; ")}</p> }))}
                 </div>
                 {move || {
                     let m = c.models.get();
