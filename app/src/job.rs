@@ -11,7 +11,7 @@ use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
-use engine::limits::{run_requests, Limits};
+use engine::limits::Limits;
 use engine::metrics::Summary;
 use engine::record::Outcome;
 use engine::sim::{simulate, simulate_requests};
@@ -312,7 +312,7 @@ fn curve_point(
 /// keeps every seed's requests for a rate, so the page's sweep limit
 /// ([`Limits::max_requests_per_sweep`]) bounds them ([`Params::check`] says so first).
 fn held_in_memory(seeds: u32, cfg: &SimConfig) -> Result<(), String> {
-    let held = seeds as f64 * run_requests(cfg);
+    let held = seeds as f64 * cfg.expected_requests();
     let limit = Limits::default().max_requests_per_sweep;
     if held <= limit {
         Ok(())

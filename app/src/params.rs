@@ -8,7 +8,7 @@
 use crate::metric::Metric;
 use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
-use engine::limits::{run_requests, LimitError, Limits};
+use engine::limits::{LimitError, Limits};
 use engine::metrics::MetricsConfig;
 use engine::sweep::SweepSpec;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
@@ -640,7 +640,7 @@ impl Params {
     /// Every run the page would start is checked against the engine's policy
     /// (docs/model.md, Limits) before a job goes to a worker: each swept rate's and the
     /// chosen rate's configuration ([`SimConfig::validate`]), the worker's memory (it keeps
-    /// every seed's requests for a rate: seeds × [`run_requests`] against
+    /// every seed's requests for a rate: seeds × [`engine::SimConfig::expected_requests`] against
     /// [`Limits::max_requests_per_sweep`]), the sweep as a whole ([`SweepSpec::validate`])
     /// and the detail run (records and time series kept).
     ///
@@ -678,7 +678,7 @@ impl Params {
         for (key, r) in runs() {
             let cfg = self.admit_all_config(r, 0);
             cfg.validate().map_err(|e| Invalid::engine(&e, key, r))?;
-            let held = self.seeds as f64 * run_requests(&cfg);
+            let held = self.seeds as f64 * cfg.expected_requests();
             // NaN counts as over, as the engine counts it.
             if held.is_nan() || held > limits.max_requests_per_sweep {
                 return Err(at(
@@ -688,7 +688,7 @@ impl Params {
                         label(key),
                         fmt_num(r),
                         self.seeds,
-                        run_requests(&cfg),
+                        cfg.expected_requests(),
                         limits.max_requests_per_sweep,
                         label("T"),
                         label("seeds"),

@@ -2,7 +2,7 @@
 //! runs, and a valid view round-trips through its query string.
 
 use super::*;
-use engine::limits::{run_requests, Limits};
+use engine::limits::Limits;
 use proptest::prelude::*;
 
 /// URL keys of the page, and a few it does not know.
@@ -108,7 +108,7 @@ proptest! {
                 let cfg = p.sim_config(r, seed);
                 prop_assert!(cfg.validate().is_ok(), "{q}: λ {r} seed {seed}: {:?}", cfg.validate());
             }
-            let held = p.seeds as f64 * run_requests(&p.sim_config(r, 0));
+            let held = p.seeds as f64 * p.sim_config(r, 0).expected_requests();
             prop_assert!(held <= limits.max_requests_per_sweep, "{q}: {held}");
         }
         let mut d = p.sim_config(p.rate, 0);
