@@ -189,22 +189,33 @@ async fn proxy_one(
         Fault::Cut(n) | Fault::Stall(n) => n,
         _ => usize::MAX,
     };
+    // The client sends nothing after its request, so a read on its side ends only when
+    // it hangs up (a client timeout): then the upstream request is dropped too, as a real
+    // proxy does, instead of waiting on a server that may not answer for minutes.
+    let (mut from_client, mut to_client) = client.split();
+    let mut probe = [0u8; 1];
     let mut sent = 0;
     loop {
-        let n = up.read(&mut tmp).await?;
+        let n = tokio::select! {
+            n = up.read(&mut tmp) => n?,
+            _ = from_client.read(&mut probe) => return Ok(()),
+        };
         if n == 0 {
             break;
         }
         let take = n.min(limit - sent);
-        client.write_all(&tmp[..take]).await?;
+        to_client.write_all(&tmp[..take]).await?;
         sent += take;
         if sent >= limit {
             break;
         }
     }
     if let Fault::Stall(_) = fault {
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            _ = from_client.read(&mut probe) => {}
+        }
     }
     drop(up);
-    client.shutdown().await
+    to_client.shutdown().await
 }
