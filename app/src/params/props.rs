@@ -77,8 +77,22 @@ fn query() -> impl Strategy<Value = String> {
     })
 }
 
+/// 256 cases unless `PROPTEST_CASES` is set (the live tier's longer search); most random
+/// queries are rejected as invalid, so the reject budget scales with the cases.
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        max_global_rejects: cases.saturating_mul(100),
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, max_global_rejects: 20_000, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn reading_any_query_string_never_panics(q in ".{0,200}") {
