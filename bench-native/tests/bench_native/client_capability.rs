@@ -77,14 +77,7 @@ async fn serve(mut s: TcpStream, reads: Reads) -> std::io::Result<()> {
             buf.extend_from_slice(&tmp[..n]);
         };
         let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-        let len: usize = head
-            .lines()
-            .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-length:")
-                    .map(|v| v.trim().parse().unwrap_or(0))
-            })
-            .unwrap_or(0);
+        let len = crate::common::content_length(&head);
         while buf.len() < head_end + len {
             let n = s.read(&mut tmp).await?;
             if n == 0 {

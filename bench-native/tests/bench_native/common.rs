@@ -76,3 +76,15 @@ pub fn free_port() -> u16 {
         .expect("local address")
         .port()
 }
+
+/// The `Content-Length` of an HTTP request head (0 when absent or unreadable), as the
+/// tests' fake servers and the fault-injecting proxy read their requests.
+pub fn content_length(head: &str) -> usize {
+    head.lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0)
+}

@@ -64,14 +64,7 @@ fn serve(mut s: TcpStream, models: &[u8], reply: Reply, posts: &AtomicUsize) {
         }
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap_or(0))
-        })
-        .unwrap_or(0);
+    let len = crate::common::content_length(&head);
     while buf.len() < head_end + len {
         match s.read(&mut tmp) {
             Ok(0) | Err(_) => return,
