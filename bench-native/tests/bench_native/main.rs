@@ -20,6 +20,7 @@ mod pgo_script;
 mod real_server;
 mod run_honesty;
 mod server_sweep;
+mod slurm;
 mod soak;
 mod validate;
 mod vllm_server;
