@@ -431,7 +431,9 @@ impl Invalid {
             | ConfigError::OutOfRange { name, .. }
             | ConfigError::Limit(LimitError::AboveMax { name, .. })
             | ConfigError::Limit(LimitError::BelowMin { name, .. }) => Some(*name),
-            ConfigError::Limit(LimitError::TooManyRequests { .. }) => Some("arrival rate"),
+            ConfigError::Limit(
+                LimitError::TooManyRequests { .. } | LimitError::DrainTooLong { .. },
+            ) => Some("arrival rate"),
             ConfigError::KvTooSmall { .. } => Some("kv_tokens"),
             _ => None,
         };

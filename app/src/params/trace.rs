@@ -340,6 +340,22 @@ mod tests {
             .starts_with("line 1, column 1"));
     }
 
+    /// Not a trace's business, but the same engine policy: a drained sweep whose drain
+    /// would pass the cap is refused beside the rates (docs/model.md, Limits).
+    #[test]
+    fn a_drain_past_the_cap_is_refused_beside_the_rates() {
+        let p = Params {
+            reference_rules: false,
+            rates: vec![1.0, 20_000.0],
+            horizon_s: 1.0,
+            kv_tokens: 1 << 30,
+            ..Params::default()
+        };
+        let e = p.check().unwrap_err();
+        assert_eq!(e.key, Some("rates"));
+        assert!(e.message.contains("(max_drain_horizons)"), "{}", e.message);
+    }
+
     #[test]
     fn bounds_are_the_engines_and_are_said_beside_the_trace() {
         // 10 arrivals in 1e-3 s: at 1e-6 req/s the trace spans 1e7 s, within bounds;

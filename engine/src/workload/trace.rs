@@ -274,8 +274,8 @@ fn parse_list(text: &str) -> Result<Trace, TraceError> {
     {
         let mut times = Vec::with_capacity(items.len());
         for raw in &items {
-            let t: f64 = serde_json::from_str(raw.get())
-                .map_err(|e| json_error(Position::within(item(raw), &e), &e))?;
+            // A scalar: the error is placed at its start.
+            let t: f64 = serde_json::from_str(raw.get()).map_err(|e| json_error(item(raw), &e))?;
             times.push(t);
         }
         ArrivalProcess::Timestamps { times }
@@ -458,7 +458,7 @@ mod tests {
         );
         assert_eq!(
             err("[{\"arrival\": 1, \"prompt\": 3, \"output\": 4},\n {\"arrival\": 2, \"prompt\": 3}]"),
-            "line 2, column 29: missing field `output`"
+            "line 2, column 28: missing field `output`"
         );
         assert_eq!(
             err("[1.0, \"x\"]"),
