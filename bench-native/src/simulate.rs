@@ -23,7 +23,7 @@ use std::path::PathBuf;
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \
     bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 20000000 --max-requests 200000000   # past the default limit\n  \
-    bench-native simulate --rate 20000 --horizon 1 --drain --max-drain-horizons 5000   # a drain longer than the default cap")]
+    bench-native simulate --rate 20000 --horizon 1 --drain --kv-mode paged --max-drain-horizons 5000   # a drain longer than the default cap")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s] (default 1; not with --trace).
     #[arg(long)]

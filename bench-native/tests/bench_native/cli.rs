@@ -202,7 +202,16 @@ fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
 #[test]
 fn a_drain_past_the_cap_ends_at_once_with_its_estimate_and_the_flag() {
     let _cpu = crate::common::cpu_bound();
-    let over = ["--rate", "20000", "--horizon", "1", "--drain"];
+    // Paged: the queue is unbounded (in reserve mode what K can reserve bounds the backlog).
+    let over = [
+        "--rate",
+        "20000",
+        "--horizon",
+        "1",
+        "--drain",
+        "--kv-mode",
+        "paged",
+    ];
     let e = simulate_error(&over);
     assert!(
         e.starts_with("this run: it is drained, and at the server's best case (≈ 5.")
@@ -245,6 +254,8 @@ fn a_drain_past_the_cap_ends_at_once_with_its_estimate_and_the_flag() {
                 "--horizon",
                 "1",
                 "--drain",
+                "--kv-mode",
+                "paged",
                 "--out",
                 out,
             ],
