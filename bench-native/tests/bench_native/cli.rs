@@ -227,7 +227,7 @@ fn a_drain_past_the_cap_ends_at_once_with_its_estimate_and_the_flag() {
     assert!(simulate_config(&["--rate", "20000", "--horizon", "1"]).is_ok());
     // Within the cap an overloaded drained run runs (about 2 horizons here).
     assert!(simulate_config(&["--rate", "15", "--horizon", "100", "--drain"]).is_ok());
-    assert!(simulate_error(&["--max-drain-horizons", "-1"])
+    assert!(simulate_error(&["--max-drain-horizons=-1"])
         .starts_with("--max-drain-horizons must be a finite number >= 0"));
     let e = simulate_error(&[
         "--rate",
