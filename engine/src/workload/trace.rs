@@ -466,7 +466,7 @@ mod tests {
         );
         assert_eq!(
             err("[1.0, 2.0"),
-            "line 1, column 10: EOF while parsing a list"
+            "line 1, column 9: EOF while parsing a list"
         );
         assert_eq!(err("[]"), "the trace lists no arrivals");
         assert_eq!(err("   "), "the trace lists no arrivals");
@@ -482,7 +482,7 @@ mod tests {
         let w = "{\"arrivals\": {\"kind\": \"timestamps\",\n \"times\": [1, 3, 2]},\n \"lengths\": {\"kind\": \"fixed\", \"prompt\": 3, \"output\": 4}}";
         assert_eq!(
             err(w),
-            "line 2, column 17: entry 3 arrives at 2 s, before entry 2 (3 s): arrivals must be in time order"
+            "line 2, column 18: entry 3 arrives at 2 s, before entry 2 (3 s): arrivals must be in time order"
         );
         let w = "{\"arrivals\": {\"kind\": \"timestamps\", \"times\": [1]},\n \"lengths\": {\"kind\": \"fixed\", \"prompt\": 0, \"output\": 4}}";
         assert_eq!(
