@@ -213,6 +213,59 @@ await check('a shared URL gives the same view', async () => {
   await other.page.screenshot({ path: path.join(shots, 'shared.png'), fullPage: true });
   await other.page.close();
 });
+await check('a trace file dropped on its control becomes the workload, time-scaled at each rate; the URL names it', async () => {
+  const t = await open(base);
+  const p = t.page;
+  await sweepDone(p, null);
+  const before = await chartPixels(p);
+  // A file that is not a trace: refused beside the control with its place, nothing changes.
+  const dropTrace = async (name, text) => {
+    const dt = await p.evaluateHandle(([x, n]) => {
+      const d = new DataTransfer();
+      d.items.add(new File([x], n, { type: 'application/json' }));
+      return d;
+    }, [text, name]);
+    await p.dispatchEvent('#trace-drop', 'drop', { dataTransfer: dt });
+  };
+  await dropTrace('backwards.json', '[0.5,\n 0.25]');
+  await p.waitForSelector('#trace-error');
+  const refused = await p.textContent('.field-error[data-error-for="trace"]');
+  assert(refused === 'backwards.json: line 2, column 2: entry 2 arrives at 0.25 s, before entry 1 (0.5 s): arrivals must be in time order', refused);
+  assert(!p.url().includes('trace='), `a refused trace reached the URL: ${p.url()}`);
+  // The measured llama-server trace (40 requests at 1.68 req/s).
+  const text = fs.readFileSync(path.join(dist, 'examples', 'llama-server-trace.json'), 'utf8');
+  const prev = await p.evaluate(() => document.documentElement.dataset.sweepDone);
+  await dropTrace('llama-server-trace.json', text);
+  await sweepDone(p, prev);
+  await p.waitForTimeout(300);
+  assert(!(await p.$('#trace-error')), 'the error stayed after a good trace');
+  const info = await p.textContent('#trace-info');
+  assert(/^llama-server-trace\.json: 40 requests over [\d.]+ s \(1\.68 req\/s recorded\), each request with its own lengths\. Each run replays it time-scaled/.test(info), info);
+  assert(await p.inputValue('input[data-key="rate"]') === '1.68', 'the chosen rate is not the trace\'s own');
+  assert(!(await p.$('input[data-key="T"]')) && !(await p.$('select[data-key="arr"]')), 'the horizon and arrival controls are still shown with a trace');
+  const now = await chartPixels(p);
+  assert(now.nonWhite > 5000 && now.hash !== before.hash, `the chart did not change (${now.nonWhite} px)`);
+  assert(/req\/s/.test(await p.textContent('#capacity')), 'no capacity answer from the trace');
+  const url = new URL(p.url());
+  assert(url.searchParams.get('trace') === 'llama-server-trace.json' && /^[0-9a-f]{16}$/.test(url.searchParams.get('trace_id') || ''), `URL: ${p.url()}`);
+  await p.screenshot({ path: path.join(shots, 'trace.png'), fullPage: true });
+  // The URL in a page that has not loaded the trace: said in place of the chart and beside the control.
+  const other = await open(p.url());
+  await other.page.waitForSelector('#param-error', { timeout: 20000 });
+  const said = await other.page.textContent('#param-error');
+  assert(/the URL names the trace file 'llama-server-trace\.json' \(digest [0-9a-f]{16}\), which is not loaded in this page/.test(said), said);
+  assert(await other.page.$('.field-error[data-error-for="trace"]'), 'no message beside the trace control');
+  await other.page.screenshot({ path: path.join(shots, 'trace-not-loaded.png'), fullPage: true });
+  assert(other.errors.length === 0, other.errors.join(' | '));
+  await other.page.close();
+  // Removing the trace goes back to the generated arrivals.
+  const prev2 = await p.evaluate(() => document.documentElement.dataset.sweepDone);
+  await p.click('#trace-remove');
+  await sweepDone(p, prev2);
+  assert(!p.url().includes('trace='), `URL: ${p.url()}`);
+  assert(t.errors.length === 0, t.errors.join(' | '));
+  await p.close();
+});
 await check('a K too small for any request says so visibly, and the message goes when K is fixed', async () => {
   const k = await open(base + '?K=10');
   await sweepDone(k.page, null);

@@ -18,4 +18,6 @@ pub mod metric;
 pub mod params;
 pub mod pool;
 #[cfg(target_arch = "wasm32")]
+pub mod trace_ui;
+#[cfg(target_arch = "wasm32")]
 pub mod ui;

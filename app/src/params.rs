@@ -14,6 +14,7 @@ use engine::sweep::SweepSpec;
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use engine::ConfigError;
 use serde::{Deserialize, Serialize};
+pub use trace::{TraceInUse, TRACE_KEYS};
 
 /// Arrival process kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,6 +199,9 @@ pub struct Params {
     pub slo_ttft_s: f64,
     pub slo_tpot_s: f64,
     pub metric: Metric,
+    /// A trace file as the arrivals, replayed time-scaled at each rate (see [`trace`]).
+    #[serde(default)]
+    pub trace: Option<TraceInUse>,
 }
 
 impl Default for Params {
@@ -237,6 +241,7 @@ impl Default for Params {
             slo_ttft_s: 1.0,
             slo_tpot_s: 0.05,
             metric: Metric::P99Ttft,
+            trace: None,
         }
     }
 }
@@ -396,10 +401,11 @@ impl BadValue {
 
 /// Whether `key` is a URL key of [`Params`].
 pub fn is_key(key: &str) -> bool {
-    Params::default()
-        .to_query()
-        .split('&')
-        .any(|kv| kv.split_once('=').is_some_and(|(k, _)| k == key))
+    TRACE_KEYS.contains(&key)
+        || Params::default()
+            .to_query()
+            .split('&')
+            .any(|kv| kv.split_once('=').is_some_and(|(k, _)| k == key))
 }
 
 /// Time-series points of the detail run (the "Over time" view): enough that its
@@ -425,7 +431,9 @@ impl Invalid {
             | ConfigError::OutOfRange { name, .. }
             | ConfigError::Limit(LimitError::AboveMax { name, .. })
             | ConfigError::Limit(LimitError::BelowMin { name, .. }) => Some(*name),
-            ConfigError::Limit(LimitError::TooManyRequests { .. }) => Some("arrival rate"),
+            ConfigError::Limit(
+                LimitError::TooManyRequests { .. } | LimitError::DrainTooLong { .. },
+            ) => Some("arrival rate"),
             ConfigError::KvTooSmall { .. } => Some("kv_tokens"),
             _ => None,
         };
@@ -504,11 +512,14 @@ impl Params {
             },
             Lengths::Mixture => LengthDist::short_long_mix(),
         };
-        Workload {
-            arrivals,
-            lengths,
-            max_model_len: None,
-        }
+        self.trace_workload(
+            rate,
+            Workload {
+                arrivals,
+                lengths,
+                max_model_len: None,
+            },
+        )
     }
 
     /// The engine cost model.
@@ -604,7 +615,7 @@ impl Params {
                 ..ServerConfig::default()
             },
             cost: self.cost_model(),
-            horizon_s: self.horizon_s,
+            horizon_s: self.run_horizon(rate),
             end: if self.reference_rules {
                 EndRule::Cut
             } else {
@@ -663,9 +674,10 @@ impl Params {
                 format!("{} must be between 1 and 50", label("seeds")),
             ));
         }
-        if !(self.horizon_s > 0.0 && self.horizon_s <= 100_000.0) {
+        if self.trace.is_none() && !(self.horizon_s > 0.0 && self.horizon_s <= 100_000.0) {
             return Err(at("T", format!("{} must be in (0, 100000]", label("T"))));
         }
+        self.check_trace()?;
         let limits = Limits::default();
         let runs = || {
             self.rates
@@ -778,6 +790,7 @@ impl Params {
             ("slo_tpot", fmt_num(self.slo_tpot_s)),
             ("metric", self.metric.key().into()),
         ];
+        q.extend(self.trace_query());
         // The preset is written even when empty, so that it reads back as it is.
         q.retain(|(k, v)| *k == "preset" || !v.is_empty());
         q.iter()
@@ -915,6 +928,7 @@ impl Params {
             "slo_ttft" => put!(self.slo_ttft_s, f(v)),
             "slo_tpot" => put!(self.slo_tpot_s, f(v)),
             "metric" => put!(self.metric, Metric::from_key(v)),
+            "trace" | "trace_id" => self.set_trace_key(key, v),
             _ => false,
         }
     }
@@ -1172,3 +1186,4 @@ mod tests {
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod props;
+pub mod trace;

@@ -1005,8 +1005,11 @@ pub fn App() -> impl IntoView {
         <main>
             <aside class="panel">
                 <h2>"Workload"</h2>
-                {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
-                <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma)>
+                <Show when=move || c.params.with(|p| p.trace.is_none())>
+                    {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
+                </Show>
+                {crate::trace_ui::trace_control(c.params, c.invalid)}
+                <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma && p.trace.is_none())>
                     {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
                 </Show>
                 {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
@@ -1053,7 +1056,9 @@ pub fn App() -> impl IntoView {
                     {text_field(c, "bd", "")}
                 </Show>
                 <h2>"Run"</h2>
-                {text_field(c, "T", "")}
+                <Show when=move || c.params.with(|p| p.trace.is_none())>
+                    {text_field(c, "T", "")}
+                </Show>
                 {text_field(c, "seeds", "")}
                 {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
                 {text_field(c, "slo_ttft", "")}

@@ -152,6 +152,7 @@ pub fn sweep_spec(
             "rate × horizon",
             work.max_requests_per_run,
         )?;
+        limits::check_drain("one run of this grid", &c, work.max_drain_horizons)?;
     }
     // the work of all runs is the caller's to check (shards, noise floors)
     let structural = Limits {

@@ -22,7 +22,8 @@ use std::path::PathBuf;
     bench-native simulate --rate 3 --max-in-system 12            # threshold admission: reject while 12 are in the system\n  \
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \
-    bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 20000000 --max-requests 200000000   # past the default limit")]
+    bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 20000000 --max-requests 200000000   # past the default limit\n  \
+    bench-native simulate --rate 20000 --horizon 1 --drain --kv-mode paged --max-drain-horizons 5000   # a drain longer than the default cap")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s] (default 1; not with --trace).
     #[arg(long)]
@@ -140,7 +141,7 @@ fn run(cfg: &SimConfig, work: &Limits) -> anyhow::Result<engine::sim::SimReport>
         expected: expected as usize,
         bar: bar.clone(),
     };
-    let rep = engine::sim::simulate_requests(cfg, requests);
+    let rep = engine::sim::simulate_requests_with(cfg, requests, work);
     bar.finish_and_clear();
     Ok(rep)
 }

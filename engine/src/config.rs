@@ -329,6 +329,35 @@ impl SimConfig {
         limits::expected_requests(&self.workload, self.horizon_s)
     }
 
+    /// A drained run's backlog and drain time, estimated from the cost model before it
+    /// runs ([`limits::drain_estimate`]); `None` for a run cut at the horizon, or when the
+    /// offered load stays within the server's best-case capacity.
+    pub fn drain_estimate(&self) -> Option<limits::DrainEstimate> {
+        if self.end != EndRule::Drain {
+            return None;
+        }
+        let s = &self.server;
+        let mut hold = f64::INFINITY;
+        if let Admission::MaxInSystem { max_in_system } = s.admission {
+            hold = hold.min(max_in_system as f64);
+        }
+        match s.kv_mode {
+            // Each request in the system holds its prompt + output, at least one token each.
+            KvMode::Reserve => hold = hold.min(s.kv_tokens as f64 / 2.0),
+            KvMode::Paged => {
+                if let Some(q) = s.queue_cap {
+                    hold = hold.min(q as f64 + s.max_batch as f64);
+                }
+            }
+        }
+        limits::drain_estimate(
+            &self.workload,
+            self.horizon_s,
+            (s.max_batch, s.kv_tokens, hold),
+            &self.cost,
+        )
+    }
+
     /// [`SimConfig::validate`] against other work limits.
     ///
     /// # Errors
@@ -386,6 +415,10 @@ impl SimConfig {
         )?;
         work.check_run(self.expected_requests())?;
         limits::check_clock(self.horizon_s, &self.workload.arrivals)?;
+        if self.end == EndRule::Drain {
+            limits::check_drained_clock(self.horizon_s, work.max_drain_horizons)?;
+            work.check_drain(self.drain_estimate(), self.horizon_s)?;
+        }
         Ok(())
     }
 }

@@ -100,8 +100,16 @@ impl FleetConfig {
                 why: "a fleet has at most 4096 replicas",
             });
         }
-        self.base.validate_with(limits)?;
-        for cfg in self.replica_configs() {
+        // The fleet's whole stream against the work limits; each replica, with its share
+        // of the stream, against its own (its drain estimate among them).
+        let whole = SimConfig {
+            end: EndRule::Cut,
+            ..self.base.clone()
+        };
+        whole.validate_with(limits)?;
+        let share = self.base.workload.rate() / n as f64;
+        for mut cfg in self.replica_configs() {
+            cfg.workload = cfg.workload.with_rate(share);
             cfg.validate_with(limits)?;
         }
         match self.router {
@@ -219,8 +227,10 @@ fn run<I: Iterator<Item = Request>>(cfg: &FleetConfig, requests: I) -> FleetRepo
     let configs = cfg.replica_configs();
     let n = configs.len();
     let expected = (cfg.base.workload.rate() * cfg.base.horizon_s / n as f64).min(1e7) as usize;
-    let mut servers: Vec<Box<dyn Server + '_>> =
-        configs.iter().map(|c| server(c, expected)).collect();
+    let mut servers: Vec<Box<dyn Server + '_>> = configs
+        .iter()
+        .map(|c| server(c, expected, drain_horizons))
+        .collect();
     let mut router = cfg.router.build(cfg.base.seed);
     let mut fleet = Fleet {
         routed: vec![0; n],

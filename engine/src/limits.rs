@@ -11,9 +11,12 @@
 //!   a sweep would simulate, estimated before it starts ([`crate::SimConfig::expected_requests`],
 //!   [`crate::sweep::SweepSpec::expected_requests`]). A caller may raise them ([`SimConfig::validate_with`],
 //!   [`crate::sim::simulate_with`], [`crate::sweep::run_sweep_with`]).
-//! - **The drain cap** ([`MAX_DRAIN_HORIZONS`]): a drained run whose clock runs away (a
-//!   saturated server that cannot empty its queue, or a cost model of astronomic
-//!   iterations) stops there and reports it ([`crate::sim::RunStats::unstable`]).
+//! - **The drain cap** ([`Limits::max_drain_horizons`], default [`MAX_DRAIN_HORIZONS`]):
+//!   before a drained run starts, the time it needs to empty its queue is estimated from
+//!   the cost model ([`drain_estimate`]), and a run that even at the server's best case
+//!   would need longer is refused. A drained run whose clock still runs away (a saturated
+//!   server that cannot empty its queue) stops at the cap and reports it
+//!   ([`crate::sim::RunStats::unstable`]).
 //!
 //! # Examples
 //! ```
@@ -33,7 +36,8 @@
 //! assert!(cfg.validate_with(&raised).is_ok());
 //! ```
 
-use crate::workload::{ArrivalProcess, Workload};
+use crate::cost::{BatchShape, CostModel};
+use crate::workload::{ArrivalProcess, LengthDist, Workload};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use thiserror::Error;
@@ -102,13 +106,30 @@ pub struct Limits {
     /// fits 33 times over, and so does the 1000-seed comparison of the analytical models
     /// (7.8e7); 1e8 requests are 10–20 s of simulation on one core [requests].
     pub max_requests_per_sweep: f64,
+    /// The drain cap: a drained run may go on for this many horizons after its last
+    /// arrival window. A run whose best-case drain ([`drain_estimate`]) needs longer is
+    /// refused before it starts; one whose clock still gets there stops, reported
+    /// unstable. Default [`MAX_DRAIN_HORIZONS`]; at most what keeps the drained clock
+    /// within [`MAX_DRAINED_CLOCK_S`] [horizons].
+    #[serde(default = "default_drain_horizons")]
+    pub max_drain_horizons: f64,
 }
+
+fn default_drain_horizons() -> f64 {
+    MAX_DRAIN_HORIZONS
+}
+
+/// Latest time a drained run's clock may reach [s]: the longest horizon
+/// ([`MAX_HORIZON_S`]) with the default drain cap after it. The clock's resolution there
+/// (its ulp, 1.2e-4 s at 1e12 s) stays below an iteration's duration.
+pub const MAX_DRAINED_CLOCK_S: f64 = MAX_HORIZON_S * (1.0 + MAX_DRAIN_HORIZONS);
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_requests_per_run: 2e7,
             max_requests_per_sweep: 1e8,
+            max_drain_horizons: MAX_DRAIN_HORIZONS,
         }
     }
 }
@@ -150,6 +171,21 @@ pub enum LimitError {
         /// The [`Limits`] field it comes from.
         limit_name: &'static str,
     },
+    /// A drained run would need longer to empty its queue than the drain cap allows,
+    /// even at the server's best case ([`drain_estimate`]). Lower the rate, cut the run at
+    /// the horizon instead of draining it, or raise the cap.
+    #[error(
+        "this drained run offers ≈ {} req/s to a server whose best case is ≈ {} req/s: its backlog of ≈ {:.1e} requests would take ≈ {} s to drain, {} horizons, over the limit of {} (max_drain_horizons)",
+        Num3(.estimate.offered_rps), Num3(.estimate.capacity_rps), .estimate.backlog,
+        Num3(.estimate.drain_s), Num3(.estimate.drain_s / .horizon_s), Num(*.limit)
+    )]
+    DrainTooLong {
+        estimate: DrainEstimate,
+        /// The run's horizon [s].
+        horizon_s: f64,
+        /// The limit [horizons].
+        limit: f64,
+    },
     /// A value above a structural bound of the simulator. Use a smaller one.
     #[error("{name} = {} is above the simulator's bound of {}: {why}", Num(*.value), Num(*.max))]
     AboveMax {
@@ -184,6 +220,22 @@ impl fmt::Display for Num {
     }
 }
 
+/// An estimate for a reader: at most three decimals, in scientific notation (three
+/// significant digits) when large or small.
+struct Num3(f64);
+
+impl fmt::Display for Num3 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.0.abs();
+        if (1e-2..1e5).contains(&a) || a == 0.0 {
+            let s = format!("{:.3}", self.0);
+            f.write_str(s.trim_end_matches('0').trim_end_matches('.'))
+        } else {
+            write!(f, "{:.2e}", self.0)
+        }
+    }
+}
+
 /// Requests a workload is expected to generate in `[0, horizon]` [requests].
 ///
 /// # Formula
@@ -202,12 +254,161 @@ pub fn expected_requests(w: &Workload, horizon_s: f64) -> f64 {
     }
 }
 
+/// A drained run's length, estimated before it starts (docs/model.md, Limits).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DrainEstimate {
+    /// Offered load: expected arrivals over the arrival window [req/s].
+    pub offered_rps: f64,
+    /// The server's best-case service rate ([`best_case_capacity`]) [req/s].
+    pub capacity_rps: f64,
+    /// Requests still in the system when arrivals stop, at best: arrivals − capacity ×
+    /// window [requests].
+    pub backlog: f64,
+    /// Time to serve that backlog at the best-case rate [s].
+    pub drain_s: f64,
+}
+
+/// Mean prompt and output lengths of a workload [tokens], in closed form (never summed
+/// over a distribution's support, so any valid parameters cost the same).
+fn mean_lengths(w: &Workload) -> (f64, f64) {
+    fn of(d: &LengthDist) -> (f64, f64) {
+        match d {
+            // E[max(1, ⌊X⌋)] ≈ E[X] − ½ for a lognormal X of median m: m·e^(σ²/2) − ½.
+            LengthDist::Lognormal {
+                prompt_median,
+                prompt_sigma,
+                output_median,
+                output_sigma,
+            } => (
+                prompt_median * libm::exp(prompt_sigma * prompt_sigma / 2.0) - 0.5,
+                output_median * libm::exp(output_sigma * output_sigma / 2.0) - 0.5,
+            ),
+            LengthDist::Empirical { pairs } => mean_pairs(pairs.iter().copied()),
+            LengthDist::Fixed { prompt, output } => (*prompt as f64, *output as f64),
+            LengthDist::Mixture { classes } => {
+                let total: f64 = classes.iter().map(|c| c.weight).sum();
+                classes.iter().fold((0.0, 0.0), |(p, o), c| {
+                    let (cp, co) = of(&c.lengths);
+                    (p + c.weight / total * cp, o + c.weight / total * co)
+                })
+            }
+        }
+    }
+    let (p, o) = match &w.arrivals {
+        ArrivalProcess::Trace { requests } => {
+            mean_pairs(requests.iter().map(|r| (r.prompt, r.output)))
+        }
+        _ => of(&w.lengths),
+    };
+    let cap = w.max_model_len.map_or(u32::MAX as f64, f64::from);
+    let clamp = |x: f64| if x.is_nan() { cap } else { x.clamp(1.0, cap) };
+    (clamp(p), clamp(o))
+}
+
+fn mean_pairs(pairs: impl Iterator<Item = (u32, u32)>) -> (f64, f64) {
+    let (mut n, mut p, mut o) = (0.0, 0.0, 0.0);
+    for (a, b) in pairs {
+        n += 1.0;
+        p += a as f64;
+        o += b as f64;
+    }
+    if n > 0.0 {
+        (p / n, o / n)
+    } else {
+        (1.0, 1.0)
+    }
+}
+
+/// The server's best-case service rate [req/s]: what it completes per second if every
+/// request had the workload's mean lengths and batching were perfect.
+///
+/// # Formula
+/// b = min(B, max(1, ⌊K / E[P]⌋)) requests (as many as the batch width and, each holding
+/// at least its prompt, the KV cache allow) are served together: prefilled in one
+/// iteration of b·E[P] tokens, then decoded together for E[O] − 1 steps with no
+/// attention context, so
+///
+/// μ = b / (c(prefill b·E[P] tokens of b sequences) + (E[O] − 1) · c(decode b, context 0))
+///
+/// with c the cost model's iteration time. No real schedule beats it by much (chunked
+/// prefill overlaps prefills with decodes, which this charges separately), so it is an
+/// optimistic rate and the drain time estimated from it ([`drain_estimate`]) a short one.
+pub fn best_case_capacity(w: &Workload, max_batch: u32, kv_tokens: u64, cost: &CostModel) -> f64 {
+    let (p, o) = mean_lengths(w);
+    let b = (max_batch as f64)
+        .min((kv_tokens as f64 / p).floor())
+        .max(1.0) as u32;
+    let tokens = (b as f64 * p).round() as u64;
+    let prefill = cost.iteration(&BatchShape {
+        running: b,
+        prefill_tokens: tokens,
+        prefill_seqs: b,
+        ..BatchShape::default()
+    });
+    let decode = cost.decode_step(b, 0);
+    let per_batch = prefill + (o - 1.0).max(0.0) * decode;
+    if per_batch > 0.0 {
+        b as f64 / per_batch
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// A drained run's backlog and drain time, estimated before it starts: `None` when the
+/// offered load stays within the best-case capacity ([`best_case_capacity`]). `hold` is
+/// the most requests the server lets into the system at once (a threshold admission
+/// rule's n, what a reserve-mode cache can reserve, a queue cap; infinite if nothing
+/// bounds it) [requests]: arrivals beyond it are rejected, not queued.
+///
+/// # Formula
+/// With N expected arrivals ([`expected_requests`]) over the window W (the horizon T, or a
+/// trace's last arrival if earlier) and μ the best-case capacity: backlog = min(N − μW,
+/// hold), drain time = backlog / μ. Both are lower bounds, as μ is optimistic.
+pub fn drain_estimate(
+    w: &Workload,
+    horizon_s: f64,
+    (max_batch, kv_tokens, hold): (u32, u64, f64),
+    cost: &CostModel,
+) -> Option<DrainEstimate> {
+    let n = expected_requests(w, horizon_s);
+    let window = match &w.arrivals {
+        ArrivalProcess::Trace { requests } => requests
+            .last()
+            .map_or(horizon_s, |r| r.arrival.min(horizon_s)),
+        ArrivalProcess::Timestamps { times } => {
+            times.last().map_or(horizon_s, |t| t.min(horizon_s))
+        }
+        _ => horizon_s,
+    };
+    let mu = best_case_capacity(w, max_batch, kv_tokens, cost);
+    if mu == f64::INFINITY {
+        return None;
+    }
+    let backlog = (n - mu * window).min(hold);
+    // NaN (an unusable estimate) counts as a backlog, as the limits count it as over.
+    if backlog <= 0.0 {
+        return None;
+    }
+    Some(DrainEstimate {
+        offered_rps: if window > 0.0 {
+            n / window
+        } else {
+            f64::INFINITY
+        },
+        capacity_rps: mu,
+        backlog,
+        drain_s: backlog / mu,
+    })
+}
+
 impl Limits {
-    /// No work limit: every configuration within the structural bounds runs.
+    /// No work limit: every configuration within the structural bounds runs (drained
+    /// runs within the default drain cap).
     pub fn unlimited() -> Limits {
         Limits {
             max_requests_per_run: f64::INFINITY,
             max_requests_per_sweep: f64::INFINITY,
+            max_drain_horizons: MAX_DRAIN_HORIZONS,
         }
     }
 
@@ -223,6 +424,29 @@ impl Limits {
             self.max_requests_per_run,
             "max_requests_per_run",
         )
+    }
+
+    /// Checks a drained run's estimated drain ([`drain_estimate`], `None`: no backlog)
+    /// against [`Limits::max_drain_horizons`] × its horizon.
+    ///
+    /// # Errors
+    /// [`LimitError::DrainTooLong`] with the estimate and the limit.
+    pub fn check_drain(
+        &self,
+        estimate: Option<DrainEstimate>,
+        horizon_s: f64,
+    ) -> Result<(), LimitError> {
+        match estimate {
+            // NaN counts as over, as in the other checks.
+            Some(e) if !(e.drain_s <= self.max_drain_horizons * horizon_s) => {
+                Err(LimitError::DrainTooLong {
+                    estimate: e,
+                    horizon_s,
+                    limit: self.max_drain_horizons,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Checks a sweep: each of its runs (`per_run`, one estimate per rate: the largest
@@ -370,6 +594,26 @@ pub(crate) fn check_clock(horizon_s: f64, arrivals: &ArrivalProcess) -> Result<(
         ),
         ArrivalProcess::Timestamps { .. } | ArrivalProcess::Trace { .. } => Ok(()),
     }
+}
+
+/// The drain cap's bound: a drained clock may reach `horizon × (1 + drain_horizons)`,
+/// which must stay within [`MAX_DRAINED_CLOCK_S`].
+///
+/// # Errors
+/// [`LimitError::AboveMax`] naming `max_drain_horizons`.
+pub(crate) fn check_drained_clock(horizon_s: f64, drain_horizons: f64) -> Result<(), LimitError> {
+    at_least(
+        "max_drain_horizons",
+        drain_horizons,
+        0.0,
+        "a drained run goes on at least until its horizon",
+    )?;
+    at_most(
+        "max_drain_horizons",
+        drain_horizons,
+        MAX_DRAINED_CLOCK_S / horizon_s - 1.0,
+        "horizon × (1 + max_drain_horizons) must stay within 1.001e12 s, where the clock resolves an iteration",
+    )
 }
 
 #[cfg(test)]

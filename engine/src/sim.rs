@@ -41,7 +41,7 @@ use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
 use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
-use crate::limits::{Limits, MAX_DRAIN_HORIZONS};
+use crate::limits::Limits;
 use crate::metrics::{Accumulator, Summary};
 use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
@@ -90,7 +90,7 @@ pub struct RunStats {
     /// Above the capacity iff some arrival was refused for want of KV. 0 in paged mode.
     pub peak_kv_demand_blocks: u64,
     /// A drained run stopped at its cap, `horizon × (1 +`
-    /// [`MAX_DRAIN_HORIZONS`]`)`, with requests still in the system: the server cannot
+    /// [`Limits::max_drain_horizons`]`)` (by default [`crate::limits::MAX_DRAIN_HORIZONS`]), with requests still in the system: the server cannot
     /// keep up (saturated) or its iterations take ages. Those requests are recorded as
     /// unfinished and `end_s` is where it stopped. Never set for a cut run.
     #[serde(default)]
@@ -137,15 +137,30 @@ pub fn simulate_with(cfg: &SimConfig, limits: &Limits) -> Result<SimReport, Conf
     let stream = cfg.workload.stream(cfg.seed, cfg.horizon_s)?;
     // Expected arrivals, to size the metrics' buffers (a hint, not a bound).
     let expected = (cfg.workload.rate() * cfg.horizon_s).min(usize::MAX as f64) as usize;
-    Ok(simulate_with_hint(cfg, stream, expected))
+    Ok(simulate_with_hint(
+        cfg,
+        stream,
+        expected,
+        limits.max_drain_horizons,
+    ))
 }
 
 /// Simulates `cfg` on an explicit request sequence (sorted by arrival). The workload in
 /// `cfg` is ignored; `cfg` must already be valid ([`SimConfig::validate`]: within the
 /// structural bounds of [`crate::limits`]).
 pub fn simulate_requests<I: Iterator<Item = Request>>(cfg: &SimConfig, requests: I) -> SimReport {
+    simulate_requests_with(cfg, requests, &Limits::default())
+}
+
+/// [`simulate_requests`] with another drain cap ([`Limits::max_drain_horizons`]); `cfg`
+/// must be valid against `limits` ([`SimConfig::validate_with`]).
+pub fn simulate_requests_with<I: Iterator<Item = Request>>(
+    cfg: &SimConfig,
+    requests: I,
+    limits: &Limits,
+) -> SimReport {
     let hint = requests.size_hint().0;
-    simulate_with_hint(cfg, requests, hint)
+    simulate_with_hint(cfg, requests, hint, limits.max_drain_horizons)
 }
 
 /// [`simulate_requests`] expecting about `expected` requests (sizes buffers up front).
@@ -153,8 +168,9 @@ fn simulate_with_hint<I: Iterator<Item = Request>>(
     cfg: &SimConfig,
     requests: I,
     expected: usize,
+    drain_horizons: f64,
 ) -> SimReport {
-    with_scheduler!(cfg.server.policy, sched => Sim::new(cfg, sched, expected).run(requests))
+    with_scheduler!(cfg.server.policy, sched => Sim::new(cfg, sched, expected, drain_horizons).run(requests))
 }
 
 /// FNV-1a digest of records (every field, floats by bit pattern): equal digests mean
@@ -215,7 +231,7 @@ struct Sim<'a, S: Scheduler> {
     emit_at_prefill: bool,
     cut: bool,
     /// The run stops at an iteration that would end after this: the horizon when cut,
-    /// the drain cap ([`MAX_DRAIN_HORIZONS`]) when drained [s].
+    /// the drain cap ([`Limits::max_drain_horizons`]) when drained [s].
     stop_at: f64,
     max_in_system: u64,
     context_cost: bool,
@@ -264,7 +280,7 @@ enum Halt {
 
 impl<'a, S: Scheduler> Sim<'a, S> {
     /// `expected`: about how many requests will arrive (sizes the metrics' buffers).
-    fn new(cfg: &'a SimConfig, sched: S, expected: usize) -> Self {
+    fn new(cfg: &'a SimConfig, sched: S, expected: usize, drain_horizons: f64) -> Self {
         let s = &cfg.server;
         let kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
         let paged = s.kv_mode == KvMode::Paged;
@@ -298,7 +314,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             cut: cfg.end == EndRule::Cut,
             stop_at: match cfg.end {
                 EndRule::Cut => cfg.horizon_s,
-                EndRule::Drain => cfg.horizon_s * (1.0 + MAX_DRAIN_HORIZONS),
+                EndRule::Drain => cfg.horizon_s * (1.0 + drain_horizons),
             },
             max_in_system: match s.admission {
                 Admission::All => u64::MAX,

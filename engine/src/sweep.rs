@@ -13,7 +13,7 @@ use crate::error::ConfigError;
 use crate::limits::{LimitError, Limits, MAX_GRID_POINTS, MAX_SEEDS};
 use crate::metrics::{Aggregate, Summary};
 use crate::record::RequestRecord;
-use crate::sim::{run_also_holds_for, simulate_requests, RunStats};
+use crate::sim::{run_also_holds_for, simulate_requests_with, RunStats};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -288,6 +288,7 @@ fn run_rate(
     spec: &SweepSpec,
     rate: f64,
     which: &[usize],
+    limits: &Limits,
     on_run: &mut dyn FnMut() -> bool,
 ) -> Option<Vec<SweepPoint>> {
     let pts = spec.points();
@@ -318,7 +319,7 @@ fn run_rate(
             let summary = match same {
                 Some(i) => out[i].summaries.last().expect("ran this seed").clone(),
                 None => {
-                    let rep = simulate_requests(&cfg, reqs.iter().copied());
+                    let rep = simulate_requests_with(&cfg, reqs.iter().copied(), limits);
                     ran.push(cfg.server, rep.stats, j);
                     out[j].simulated_seeds += 1;
                     rep.summary
@@ -367,7 +368,7 @@ pub fn run_sweep_with(
             done += 1;
             progress(done, total)
         };
-        match run_rate(spec, rate, &which, &mut tick) {
+        match run_rate(spec, rate, &which, limits, &mut tick) {
             Some(p) => out.extend(p),
             None => return Ok(None),
         }
@@ -421,7 +422,7 @@ pub fn run_sweep_parallel_with(
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
                 true
             };
-            run_rate(&one, groups[g].0, &groups[g].1, &mut tick).unwrap_or_default()
+            run_rate(&one, groups[g].0, &groups[g].1, limits, &mut tick).unwrap_or_default()
         })
         .collect();
     // Reassemble: tasks are ordered (group, seed), so seeds stay in order per point.

@@ -8,9 +8,11 @@
 
 mod arrivals;
 mod lengths;
+mod trace;
 
 pub use arrivals::{ArrivalProcess, TraceRequest};
 pub use lengths::{LengthDist, LengthMoments, MixtureClass};
+pub use trace::{parse_trace, Position, Trace, TraceError};
 
 use arrivals::GapSampler;
 use lengths::LengthSampler;

@@ -3,7 +3,7 @@
 //! checked `SimConfig` for one grid point.
 
 use super::limits::{self, Limits, Scope};
-use super::trace::TraceFile;
+use super::trace::{read_trace, TraceFile};
 use super::{load_cost, roofline, ArgError, PointFlags};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -176,6 +176,13 @@ pub struct ModelArgs {
     /// compare.
     #[arg(long, value_name = "N")]
     pub max_requests: Option<u64>,
+    /// The drain cap [horizons]: a drained run (--drain, or a preset that drains) may go
+    /// on this many horizons after its arrivals stop. A run whose backlog the server could
+    /// not serve within it even at its best case (estimated from the cost model before it
+    /// starts) is refused; one that still gets there stops and is reported unstable.
+    /// Default 1000.
+    #[arg(long, value_name = "N")]
+    pub max_drain_horizons: Option<f64>,
 }
 
 impl ModelArgs {
@@ -251,6 +258,7 @@ impl ModelArgs {
         if self.max_in_system == Some(0) {
             return Err(ArgError::range("--max-in-system", "at least 1", 0));
         }
+        limits::check_drain_horizons(self.max_drain_horizons)?;
         Ok(())
     }
 
@@ -259,7 +267,7 @@ impl ModelArgs {
     /// # Errors
     /// The file cannot be read or is not a trace.
     pub fn trace_file(&self) -> anyhow::Result<Option<TraceFile>> {
-        self.trace.as_deref().map(TraceFile::read).transpose()
+        self.trace.as_deref().map(read_trace).transpose()
     }
 
     /// The configuration at one grid point, every value checked against the flag it came
@@ -301,22 +309,24 @@ impl ModelArgs {
         self.apply_run(&mut c);
         check_point(&c, flags)?;
         let work = self.work_limits(scope);
+        let command = match scope {
+            Scope::Run => "this run",
+            Scope::Sweep => "one run of this grid",
+        };
         limits::check(
-            match scope {
-                Scope::Run => "this run",
-                Scope::Sweep => "one run of this grid",
-            },
+            command,
             c.expected_requests(),
             "rate × horizon",
             work.max_requests_per_run,
         )?;
+        limits::check_drain(command, &c, work.max_drain_horizons)?;
         c.validate_with(&work).context("invalid configuration")?;
         Ok(c)
     }
 
     /// The work limits of a command of `scope` (`--max-requests` in place of the default).
     pub fn work_limits(&self, scope: Scope) -> Limits {
-        limits::work_limits(self.max_requests, scope)
+        limits::work_limits(self.max_requests, self.max_drain_horizons, scope)
     }
 
     fn preset_config(&self, p: Point) -> SimConfig {

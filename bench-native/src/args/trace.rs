@@ -2,7 +2,7 @@
 //! workload JSON of `run --workload` (one loader for both).
 
 use anyhow::Context;
-use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+use engine::workload::{parse_trace, Trace, TraceError, Workload};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -44,99 +44,43 @@ pub fn parse_workload(text: &str) -> Result<Workload, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
-/// The arrivals of a `--trace` file, and what else the file fixes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TraceFile {
-    /// `Trace` (requests with their own lengths) or `Timestamps`.
-    pub arrivals: ArrivalProcess,
-    /// A workload file's length distribution (used with timestamps, unless --lengths).
-    pub lengths: Option<LengthDist>,
-    pub max_model_len: Option<u32>,
+/// The arrivals of a `--trace` file, and what else the file fixes: the engine's
+/// [`Trace`], which the page reads with the same parser.
+pub type TraceFile = Trace;
+
+/// Reads a `--trace` file: a JSON list of requests (`[{"arrival", "prompt", "output"}, …]`,
+/// as `validate` writes), a JSON list of arrival times [s], or a workload JSON whose
+/// arrivals are a trace or timestamps.
+///
+/// # Errors
+/// Unreadable file, or what [`parse_trace_file`] refuses.
+pub fn read_trace(path: &Path) -> anyhow::Result<TraceFile> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading --trace {shown}"))?;
+    parse_trace_file(&text, &shown)
 }
 
-impl TraceFile {
-    /// Reads a JSON list of requests (`[{"arrival", "prompt", "output"}, …]`, as `validate`
-    /// writes), a JSON list of arrival times [s], or a workload JSON whose arrivals are a
-    /// trace or timestamps.
-    ///
-    /// # Errors
-    /// Unreadable file, another JSON shape, or a workload with generated arrivals.
-    pub fn read(path: &Path) -> anyhow::Result<TraceFile> {
-        let shown = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading --trace {shown}"))?;
-        TraceFile::parse(&text, &shown)
-    }
-
-    /// A `--trace` file's text (`shown` names it in messages), as [`TraceFile::read`]
-    /// reads it. What is accepted is checked as the engine checks a workload: arrival
-    /// times finite, non-negative and in order, at least one, prompts and outputs ≥ 1
-    /// token (see `docs/model.md`, Workload).
-    ///
-    /// # Errors
-    /// Another JSON shape, a workload with generated arrivals, or arrivals the engine
-    /// refuses.
-    pub fn parse(text: &str, shown: &str) -> anyhow::Result<TraceFile> {
-        let listed = |arrivals: ArrivalProcess| -> anyhow::Result<TraceFile> {
-            let w = Workload {
-                arrivals,
-                ..Workload::default()
-            };
-            w.validate().with_context(|| format!("--trace {shown}"))?;
-            Ok(TraceFile {
-                arrivals: w.arrivals,
-                lengths: None,
-                max_model_len: None,
-            })
-        };
-        if let Ok(requests) = serde_json::from_str::<Vec<TraceRequest>>(text) {
-            return listed(ArrivalProcess::Trace { requests });
+/// A `--trace` file's text (`shown` names it in messages), parsed by the engine's
+/// [`parse_trace`]: arrival times finite, non-negative and in order, at least one, prompts
+/// and outputs ≥ 1 token (see `docs/model.md`, Workload); a refusal names the line and
+/// column.
+///
+/// # Errors
+/// Another JSON shape, a workload with generated arrivals, or arrivals the engine
+/// refuses, prefixed by `--trace FILE`.
+pub fn parse_trace_file(text: &str, shown: &str) -> anyhow::Result<TraceFile> {
+    parse_trace(text).map_err(|e| match e {
+        TraceError::Generated { .. } => {
+            anyhow::anyhow!("--trace {shown}: {e}; use --arrivals and --rate for that")
         }
-        if let Ok(times) = serde_json::from_str::<Vec<f64>>(text) {
-            return listed(ArrivalProcess::Timestamps { times });
-        }
-        let w = parse_workload(text)
-            .map_err(anyhow::Error::msg)
-            .with_context(|| {
-                format!(
-                    "--trace {shown}: expected a JSON list of requests ({{\"arrival\", \"prompt\", \
-                     \"output\"}}), of arrival times, or a workload JSON"
-                )
-            })?;
-        match w.arrivals {
-            ArrivalProcess::Trace { .. } | ArrivalProcess::Timestamps { .. } => {
-                w.validate().with_context(|| format!("--trace {shown}"))?;
-                Ok(TraceFile {
-                    arrivals: w.arrivals,
-                    lengths: Some(w.lengths),
-                    max_model_len: w.max_model_len,
-                })
-            }
-            _ => anyhow::bail!(
-                "--trace {shown}: its workload generates arrivals at a rate instead of listing \
-                 them; use --arrivals and --rate for that"
-            ),
-        }
-    }
-
-    /// The last arrival [s] (0 for an empty trace).
-    pub fn last_arrival(&self) -> f64 {
-        match &self.arrivals {
-            ArrivalProcess::Trace { requests } => requests.last().map_or(0.0, |r| r.arrival),
-            ArrivalProcess::Timestamps { times } => times.last().copied().unwrap_or(0.0),
-            _ => 0.0,
-        }
-    }
-
-    /// Mean arrival rate [req/s], the label of a trace's row in a sweep.
-    pub fn rate(&self) -> f64 {
-        self.arrivals.rate()
-    }
+        e => anyhow::anyhow!("--trace {shown}: {e}"),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::workload::{ArrivalProcess, TraceRequest};
     use proptest::prelude::*;
 
     #[test]
@@ -148,28 +92,28 @@ mod tests {
             std::fs::write(&p, text).unwrap();
             p
         };
-        let t = TraceFile::read(&put(
+        let t = read_trace(&put(
             "a.json",
             r#"[{"arrival":0.5,"prompt":3,"output":4},{"arrival":2.0,"prompt":1,"output":1}]"#,
         ))
         .unwrap();
         assert!(matches!(&t.arrivals, ArrivalProcess::Trace { requests } if requests.len() == 2));
         assert_eq!(t.last_arrival(), 2.0);
-        let t = TraceFile::read(&put("b.json", "[0.1, 0.2, 0.4]")).unwrap();
+        let t = read_trace(&put("b.json", "[0.1, 0.2, 0.4]")).unwrap();
         assert!(matches!(&t.arrivals, ArrivalProcess::Timestamps { times } if times.len() == 3));
         let w = Workload {
             arrivals: ArrivalProcess::Timestamps { times: vec![1.0] },
             ..Workload::default()
         };
-        let t = TraceFile::read(&put("c.json", &serde_json::to_string(&w).unwrap())).unwrap();
+        let t = read_trace(&put("c.json", &serde_json::to_string(&w).unwrap())).unwrap();
         assert_eq!(t.lengths, Some(w.lengths.clone()));
         let poisson = serde_json::to_string(&Workload::default()).unwrap();
-        let e = TraceFile::read(&put("d.json", &poisson)).unwrap_err();
+        let e = read_trace(&put("d.json", &poisson)).unwrap_err();
         assert!(
             format!("{e:#}").contains("generates arrivals at a rate"),
             "{e:#}"
         );
-        let e = TraceFile::read(&put("e.json", "{\"x\": 1}")).unwrap_err();
+        let e = read_trace(&put("e.json", "{\"x\": 1}")).unwrap_err();
         assert!(format!("{e:#}").contains("expected a JSON list"), "{e:#}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -210,14 +154,14 @@ mod tests {
     proptest! {
         #[test]
         fn never_panics_on_any_text(text in "(?s).{0,300}") {
-            if let Ok(t) = TraceFile::parse(&text, "x.json") {
+            if let Ok(t) = parse_trace_file(&text, "x.json") {
                 sensible(&t)?;
             }
         }
 
         #[test]
         fn never_panics_on_json_like_text(text in "[\\[\\]{}\",:0-9a-z.eE+\\- ]{0,200}") {
-            if let Ok(t) = TraceFile::parse(&text, "x.json") {
+            if let Ok(t) = parse_trace_file(&text, "x.json") {
                 sensible(&t)?;
             }
         }
@@ -254,7 +198,7 @@ mod tests {
                 }
                 .unwrap()
             };
-            if let Ok(t) = TraceFile::parse(&text, "x.json") {
+            if let Ok(t) = parse_trace_file(&text, "x.json") {
                 sensible(&t)?;
             }
         }
@@ -273,7 +217,7 @@ mod tests {
                 })
                 .collect();
             let text = serde_json::to_string(&requests).unwrap();
-            let t = TraceFile::parse(&text, "x.json").unwrap();
+            let t = parse_trace_file(&text, "x.json").unwrap();
             let ArrivalProcess::Trace { requests: back } = &t.arrivals else {
                 return Err(TestCaseError::fail("not a trace"));
             };
@@ -297,7 +241,7 @@ mod tests {
             r#"[{"arrival":0.5,"prompt":0,"output":4}]"#,
             r#"[{"arrival":-0.5,"prompt":3,"output":4}]"#,
         ] {
-            let e = TraceFile::parse(text, "x.json").expect_err(text);
+            let e = parse_trace_file(text, "x.json").expect_err(text);
             assert!(
                 format!("{e:#}").starts_with("--trace x.json"),
                 "{text}: {e:#}"

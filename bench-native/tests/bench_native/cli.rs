@@ -1,6 +1,7 @@
 //! The command line's validated-config step: every refused value is named by the flag the
 //! user set, nothing the user can type panics or aborts, work beyond `--max-requests` ends
-//! at once with the estimate, and the flags for threshold admission and trace arrivals.
+//! at once with the estimate, a drained run that could not drain within the cap ends at
+//! once with its estimated drain, and the flags for threshold admission and trace arrivals.
 
 use crate::common::fixture;
 use bench_native::cli::{Cli, Command};
@@ -196,6 +197,78 @@ fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
     assert!(at("1000").is_ok());
 }
 
+/// A drained run of 20,000 req/s for 1 s at the reference server (best case ≈ 5 req/s):
+/// its backlog of ≈ 2e4 requests needs ≈ 3700 horizons to drain, past the cap of 1000.
+#[test]
+fn a_drain_past_the_cap_ends_at_once_with_its_estimate_and_the_flag() {
+    let _cpu = crate::common::cpu_bound();
+    // Paged: the queue is unbounded (in reserve mode what K can reserve bounds the backlog).
+    let over = [
+        "--rate",
+        "20000",
+        "--horizon",
+        "1",
+        "--drain",
+        "--kv-mode",
+        "paged",
+    ];
+    let e = simulate_error(&over);
+    assert!(
+        e.starts_with("this run: it is drained, and at the server's best case (≈ 5.")
+            && e.contains("against 20000 req/s offered")
+            && e.contains("horizons, more than --max-drain-horizons 1000")
+            && e.ends_with("raise --max-drain-horizons"),
+        "{e}"
+    );
+    // The flag raises the cap; cut at the horizon there is no drain to estimate.
+    let mut raised = over.to_vec();
+    raised.extend(["--max-drain-horizons", "10000"]);
+    assert!(simulate_config(&raised).is_ok());
+    assert!(simulate_config(&["--rate", "20000", "--horizon", "1"]).is_ok());
+    // Within the cap an overloaded drained run runs (about 2 horizons here).
+    assert!(simulate_config(&["--rate", "15", "--horizon", "100", "--drain"]).is_ok());
+    assert!(simulate_error(&["--max-drain-horizons=-1"])
+        .starts_with("--max-drain-horizons must be a finite number >= 0"));
+    let e = simulate_error(&[
+        "--rate",
+        "0.001",
+        "--horizon",
+        "1e9",
+        "--drain",
+        "--max-drain-horizons",
+        "5000",
+    ]);
+    assert!(e.starts_with("--max-drain-horizons must be at most"), "{e}");
+    // The binary ends at once; so does a sweep with such a point.
+    let out = std::env::temp_dir().join("kvq-drain-never-written");
+    let out = out.to_str().unwrap();
+    let mut sim = vec!["simulate"];
+    sim.extend(over);
+    for (args, says) in [
+        (sim, "more than --max-drain-horizons 1000"),
+        (
+            vec![
+                "sweep",
+                "--rates",
+                "1,20000",
+                "--horizon",
+                "1",
+                "--drain",
+                "--kv-mode",
+                "paged",
+                "--out",
+                out,
+            ],
+            "one run of this grid: it is drained",
+        ),
+    ] {
+        let (code, err, secs) = run_binary(&args, Duration::from_secs(30));
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(secs < 10.0, "{args:?} took {secs:.1} s");
+    }
+}
+
 #[test]
 fn threshold_admission_rejects_beyond_its_threshold() {
     let _cpu = crate::common::cpu_bound();
@@ -305,7 +378,13 @@ fn help_shows_an_example_of_each_new_flag() {
     for (sub, flags) in [
         (
             "simulate",
-            &["--max-in-system", "--dp-slo", "--trace", "--max-requests"][..],
+            &[
+                "--max-in-system",
+                "--dp-slo",
+                "--trace",
+                "--max-requests",
+                "--max-drain-horizons",
+            ][..],
         ),
         (
             "sweep",

@@ -52,7 +52,15 @@ impl Drop for Cluster {
 }
 
 const GRID: [&str; 10] = [
-    "--rates", "1,3,5", "--batches", "4,8", "--kv", "4096,8192", "--seeds", "0-2", "--horizon",
+    "--rates",
+    "1,3,5",
+    "--batches",
+    "4,8",
+    "--kv",
+    "4096,8192",
+    "--seeds",
+    "0-2",
+    "--horizon",
 ];
 
 #[test]
@@ -77,17 +85,30 @@ fn a_sweep_sharded_over_a_slurm_job_array_merges_to_the_one_machine_sweep() {
         .arg("200")
         .output()
         .expect("sbatch");
-    assert!(submit.status.success(), "sbatch: {}", String::from_utf8_lossy(&submit.stderr));
+    assert!(
+        submit.status.success(),
+        "sbatch: {}",
+        String::from_utf8_lossy(&submit.stderr)
+    );
     let job = String::from_utf8_lossy(&submit.stdout).trim().to_string();
     loop {
-        let q = cluster.cmd("squeue").args(["-h", "-j", &job]).output().expect("squeue");
+        let q = cluster
+            .cmd("squeue")
+            .args(["-h", "-j", &job])
+            .output()
+            .expect("squeue");
         if q.status.success() && q.stdout.is_empty() {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(180), "job array {job} still queued after 180 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "job array {job} still queued after 180 s"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let shards: Vec<PathBuf> = (0..4).map(|i| out.join(format!("shard-{i}/sweep_summary.csv"))).collect();
+    let shards: Vec<PathBuf> = (0..4)
+        .map(|i| out.join(format!("shard-{i}/sweep_summary.csv")))
+        .collect();
     for s in &shards {
         assert!(
             s.is_file(),
@@ -97,7 +118,13 @@ fn a_sweep_sharded_over_a_slurm_job_array_merges_to_the_one_machine_sweep() {
         );
     }
     let merged = dir.join("merged.csv");
-    let st = Command::new(bin).arg("merge").args(&shards).arg("-o").arg(&merged).status().unwrap();
+    let st = Command::new(bin)
+        .arg("merge")
+        .args(&shards)
+        .arg("-o")
+        .arg(&merged)
+        .status()
+        .unwrap();
     assert!(st.success(), "merge");
     let single = dir.join("single");
     let st = Command::new(bin)
@@ -111,7 +138,10 @@ fn a_sweep_sharded_over_a_slurm_job_array_merges_to_the_one_machine_sweep() {
     let a = std::fs::read(&merged).unwrap();
     let b = std::fs::read(single.join("sweep_summary.csv")).unwrap();
     assert!(a.len() > 100, "a real summary");
-    assert!(a == b, "merged job array differs from the one-machine sweep");
+    assert!(
+        a == b,
+        "merged job array differs from the one-machine sweep"
+    );
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }

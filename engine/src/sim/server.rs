@@ -66,10 +66,15 @@ struct Stepped<'a, S: Scheduler> {
 }
 
 /// A stepped server for `cfg` (its workload, horizon and seed are not used: the fleet's
-/// router supplies the requests). `expected`: about how many requests it will get.
-pub(crate) fn server<'a>(cfg: &'a SimConfig, expected: usize) -> Box<dyn Server + 'a> {
+/// router supplies the requests). `expected`: about how many requests it will get;
+/// `drain_horizons`: its drain cap ([`crate::limits::Limits::max_drain_horizons`]).
+pub(crate) fn server<'a>(
+    cfg: &'a SimConfig,
+    expected: usize,
+    drain_horizons: f64,
+) -> Box<dyn Server + 'a> {
     with_scheduler!(cfg.server.policy, sched => Box::new(Stepped {
-        sim: Sim::new(cfg, sched, expected),
+        sim: Sim::new(cfg, sched, expected, drain_horizons),
         inbox: Inbox::new(cfg.server.overhead_s),
         halt: Halt::Idle,
     }))

@@ -7,7 +7,7 @@ use engine::config::{EndRule, Policy, SimConfig};
 use engine::cost::{CostModel, LinearCost};
 use engine::limits::{LimitError, Limits, Scope, MAX_BATCH, MAX_DRAIN_HORIZONS};
 use engine::record::Outcome;
-use engine::sim::{simulate, simulate_with};
+use engine::sim::{simulate, simulate_requests, simulate_with};
 use engine::sweep::{run_sweep, SweepSpec};
 use engine::workload::ArrivalProcess;
 use engine::ConfigError;
@@ -119,7 +119,17 @@ fn a_saturated_drain_of_astronomic_iterations_stops_unstable_with_bounded_memory
             beta_decode: step_s,
             ..LinearCost::default()
         });
-        let r = simulate(&cfg).unwrap();
+        // Refused before it starts: at the best case the drain would take forever…
+        assert!(
+            matches!(
+                simulate(&cfg),
+                Err(ConfigError::Limit(LimitError::DrainTooLong { .. }))
+            ),
+            "{step_s}"
+        );
+        // …and run anyway, it stops at the cap.
+        let reqs = cfg.workload.generate(cfg.seed, cfg.horizon_s).unwrap();
+        let r = simulate_requests(&cfg, reqs.into_iter());
         assert!(r.stats.unstable, "{step_s}");
         assert!(r.stats.end_s.is_finite(), "{step_s}");
         assert!(r.stats.end_s <= cfg.horizon_s * (1.0 + MAX_DRAIN_HORIZONS));
@@ -131,6 +141,74 @@ fn a_saturated_drain_of_astronomic_iterations_stops_unstable_with_bounded_memory
         assert_eq!(s.arrivals, s.rejected + s.unfinished);
         assert!(s.unfinished > 0);
     }
+}
+
+/// The drain estimate (docs/model.md, Limits): 20,000 req/s for 1 s at the reference
+/// server, whose best case is ≈ 5.4 req/s, leaves ≈ 2e4 requests to drain, ≈ 3700 s: past
+/// the cap of 1000 horizons, so the run is refused before it starts. Raised, the run
+/// drains, and no sooner than estimated (the estimate is a lower bound).
+#[test]
+fn a_drain_longer_than_the_cap_is_refused_before_it_runs() {
+    let mut cfg = SimConfig::reference(20_000.0, 8, 1 << 30);
+    cfg.horizon_s = 1.0;
+    cfg.end = EndRule::Drain;
+    let e = cfg.drain_estimate().expect("overloaded");
+    assert!((5.0..6.0).contains(&e.capacity_rps), "{e:?}");
+    assert_eq!(e.offered_rps, 20_000.0);
+    assert!(
+        (e.backlog - (20_000.0 - e.capacity_rps)).abs() < 1e-6,
+        "{e:?}"
+    );
+    assert!((3000.0..4000.0).contains(&e.drain_s), "{e:?}");
+    match simulate(&cfg) {
+        Err(ConfigError::Limit(LimitError::DrainTooLong {
+            estimate, limit, ..
+        })) => assert_eq!((estimate, limit), (e, MAX_DRAIN_HORIZONS)),
+        other => panic!("expected a refused drain, got {other:?}"),
+    }
+    let msg = simulate(&cfg).unwrap_err().to_string();
+    assert!(
+        msg.starts_with(
+            "this drained run offers ≈ 20000 req/s to a server whose best case is ≈ 5."
+        ) && msg.ends_with("over the limit of 1000 (max_drain_horizons)"),
+        "{msg}"
+    );
+    let raised = Limits {
+        max_drain_horizons: 10_000.0,
+        ..Limits::default()
+    };
+    let r = simulate_with(&cfg, &raised).unwrap();
+    assert!(!r.stats.unstable && r.summary.unfinished == 0);
+    let drained = r.stats.end_s - cfg.horizon_s;
+    assert!(
+        drained >= e.drain_s && drained < 3.0 * e.drain_s,
+        "{drained} vs {e:?}"
+    );
+    // Cut at the horizon, or within capacity, there is nothing to estimate.
+    cfg.end = EndRule::Cut;
+    assert!(cfg.drain_estimate().is_none() && cfg.validate().is_ok());
+    let light = SimConfig {
+        end: EndRule::Drain,
+        ..SimConfig::reference(2.0, 8, 8192)
+    };
+    assert!(light.drain_estimate().is_none());
+    // What the admission rule lets in bounds the backlog.
+    let mut capped = SimConfig::reference(20_000.0, 8, 1 << 30);
+    capped.horizon_s = 1.0;
+    capped.end = EndRule::Drain;
+    capped.server.admission = engine::config::Admission::MaxInSystem { max_in_system: 50 };
+    assert_eq!(capped.drain_estimate().unwrap().backlog, 50.0);
+    assert!(capped.validate().is_ok());
+    // A cap that would take the drained clock past 1.001e12 s is a structural error.
+    let mut long = SimConfig::reference(0.001, 8, 8192);
+    long.horizon_s = 1e9;
+    long.end = EndRule::Drain;
+    assert!(long.validate().is_ok());
+    let e = long.validate_with(&Limits {
+        max_drain_horizons: 5000.0,
+        ..Limits::default()
+    });
+    assert_eq!(bound_name(e.unwrap_err()), "max_drain_horizons");
 }
 
 #[test]
