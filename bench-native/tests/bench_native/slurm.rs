@@ -51,7 +51,7 @@ impl Drop for Cluster {
     }
 }
 
-const GRID: [&str; 10] = [
+const GRID: [&str; 9] = [
     "--rates",
     "1,3,5",
     "--batches",
