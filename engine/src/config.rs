@@ -126,6 +126,23 @@ pub struct ServerConfig {
     /// it as a lone prompt's client TTFT minus the server's own prompt time.
     #[serde(default)]
     pub overhead_s: f64,
+    /// Front-end latency per prompt token [s/token] (tokenization, the chat template, the
+    /// hand-off of the token ids): a request enters the scheduler at
+    /// [`ServerConfig::entry_delay`] after its arrival, `overhead_s` + this × prompt
+    /// tokens, and in arrival order (docs/model.md, Overheads). 0 by default, and then
+    /// not written out, so older files and outputs stay as they were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overhead_per_token_s: f64,
+    /// Scheduling overhead of every engine step [s]: the scheduler's pass, the batch's
+    /// preparation and the output processing between two forward passes, added to every
+    /// iteration's cost ([`crate::cost::PreparedCost::with_step_overhead`]). 0 by
+    /// default (the cost model's own intercept holds it), and then not written out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub step_overhead_s: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Default for ServerConfig {
@@ -141,6 +158,8 @@ impl Default for ServerConfig {
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         }
     }
 }
@@ -175,7 +194,16 @@ impl ServerConfig {
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         }
+    }
+
+    /// Front-end delay of a request with `prompt` tokens [s]: `overhead_s` +
+    /// `overhead_per_token_s` × prompt (docs/model.md, Overheads).
+    #[inline]
+    pub fn entry_delay(&self, prompt: u32) -> f64 {
+        self.overhead_s + self.overhead_per_token_s * prompt as f64
     }
 
     /// Tokens of KV each llama.cpp slot owns (CTX / SLOTS), for [`ServerConfig::llama_cpp`].
@@ -215,6 +243,8 @@ impl ServerConfig {
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         }
     }
 }
@@ -344,6 +374,8 @@ impl SimConfig {
         at_least_one("kv_tokens", s.kv_tokens)?;
         non_negative("watermark", s.watermark)?;
         non_negative("per-request overhead", s.overhead_s)?;
+        non_negative("per-prompt-token overhead", s.overhead_per_token_s)?;
+        non_negative("per-step overhead", s.step_overhead_s)?;
         if s.watermark >= 0.5 {
             return Err(ConfigError::OutOfRange {
                 name: "watermark",

@@ -217,10 +217,6 @@ struct Sim<'a, S: Scheduler> {
     stall_threshold: f64,
     last_event: f64,
     cost: PreparedCost,
-    /// [`crate::config::ServerConfig::overhead_s`]: the server sees a request at its
-    /// *entry*, `arrival + overhead` ([`Pending::next_t`]); records keep the arrival, so
-    /// latencies include the overhead, while the L and W of Little's law count from entry.
-    overhead: f64,
 }
 
 enum Step {
@@ -274,16 +270,15 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             attn_cost: cfg.cost.prefill_attn(0, 1) > 0,
             stall_threshold: cfg.metrics.stall_threshold_s,
             last_event: 0.0,
-            cost: PreparedCost::new(&cfg.cost, s.max_batch),
-            overhead: s.overhead_s,
+            cost: PreparedCost::new(&cfg.cost, s.max_batch).with_step_overhead(s.step_overhead_s),
         }
     }
 
     fn run<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
-        let mut requests = Pending::new(requests, self.overhead);
+        let mut requests = Pending::new(requests, &self.cfg.server);
         loop {
             while let Some(r) = requests.pop_at_or_before(self.t) {
-                self.arrive(r);
+                self.arrive(r, requests.entry);
             }
             if self.paged {
                 self.secure_decode_blocks();
@@ -390,10 +385,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
     }
 
-    /// Admission at the entry instant (arrival + [`Sim::overhead`]).
-    fn arrive(&mut self, r: Request) {
+    /// Admission at the entry instant `entry` ([`Pending::entry`]: arrival + the front-end
+    /// delay, `ServerConfig::entry_delay`): records keep the arrival, so latencies include
+    /// the delay, while the L and W of Little's law count from entry.
+    fn arrive(&mut self, r: Request, entry: f64) {
         self.stats.arrivals += 1;
-        let entry = r.arrival + self.overhead;
         if entry < self.area_t {
             self.stats.time_monotone = false;
         }
@@ -419,7 +415,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 self.stats.peak_in_system = self.in_system;
             }
             let reserved = if self.paged { 0 } else { need };
-            self.sched.enqueue(Seq::new(r, reserved));
+            let mut seq = Seq::new(r, reserved);
+            seq.entered = entry;
+            self.sched.enqueue(seq);
         } else {
             self.record(RequestRecord {
                 id: r.id,
@@ -618,7 +616,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
         while let Some(r) = requests.pop_before(t_end) {
-            self.arrive(r);
+            self.arrive(r, requests.entry);
         }
         let mut finished = decoders > 0 && self.decode_tick(t_end, decoders);
         let thr = self.stall_threshold;
@@ -705,7 +703,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 }
                 if !self.paged && !self.admissible(self.kv.blocks_for(r.total_tokens())) {
                     let r = requests.pop().expect("just peeked");
-                    self.arrive(r);
+                    self.arrive(r, requests.entry);
                     continue;
                 }
                 let guess = (entry - a.t0) / d - count_f64(a.iters);
@@ -732,7 +730,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let t_end = at(k);
         while let Some(r) = requests.pop_before(t_end) {
-            self.arrive(r);
+            self.arrive(r, requests.entry);
         }
         let thr = self.stall_threshold;
         let mut finished = self.decode_tick(at(1), n);
@@ -819,7 +817,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn depart(&mut self, s: &Seq, t: f64) {
         self.kv.release(s.blocks);
         // From entry, as the area of Little's law counts.
-        self.stats.sojourn_sum_s += t - (s.req.arrival + self.overhead);
+        self.stats.sojourn_sum_s += t - s.entered;
         let rec = record_of(s, Some(t), Outcome::Completed);
         self.record(rec);
     }
@@ -840,11 +838,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         Step::Stop
     }
 
-    fn finish<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
+    fn finish<I: Iterator<Item = Request>>(mut self, mut requests: Pending<I>) -> SimReport {
         if self.cut || self.stats.unstable {
             // Arrivals up to the horizon are still admitted or rejected (no releases).
-            for r in requests {
-                self.arrive(r);
+            while let Some(r) = requests.pop() {
+                self.arrive(r, requests.entry);
             }
             // An unstable run ends where it stopped (or at its last entry, if later).
             let h = if self.cut {

@@ -1,6 +1,7 @@
 //! The request stream as the event loop reads it: the next arrival looked ahead, with the
-//! instant the server sees it (arrival + per-request overhead) kept as a plain number.
+//! instant the server sees it (arrival + front-end delay) kept as a plain number.
 
+use crate::config::ServerConfig;
 use crate::workload::Request;
 
 /// The request stream with its next arrival looked ahead (what `Peekable::next_if` does,
@@ -8,19 +9,48 @@ use crate::workload::Request;
 pub(super) struct Pending<I> {
     it: I,
     next: Option<Request>,
-    /// When the server sees the next request: its arrival + `overhead` [s].
+    /// When the server sees the next request: its arrival + front-end delay, and with a
+    /// per-token delay not before the request ahead of it (the front end hands requests
+    /// on in arrival order) [s].
     pub(super) next_t: f64,
+    /// When the server saw the request [`Pending::pop`] returned last [s].
+    pub(super) entry: f64,
+    /// Front-end delay per request [s] (`ServerConfig::overhead_s`).
     overhead: f64,
+    /// Front-end delay per prompt token [s] (`ServerConfig::overhead_per_token_s`).
+    per_token: f64,
 }
 
 impl<I: Iterator<Item = Request>> Pending<I> {
-    pub(super) fn new(mut it: I, overhead: f64) -> Self {
+    pub(super) fn new(mut it: I, server: &ServerConfig) -> Self {
         let next = it.next();
-        Pending {
-            next_t: next.map_or(f64::INFINITY, |r| r.arrival + overhead),
+        let mut p = Pending {
+            next_t: f64::INFINITY,
+            entry: f64::NEG_INFINITY,
             next,
             it,
-            overhead,
+            overhead: server.overhead_s,
+            per_token: server.overhead_per_token_s,
+        };
+        p.next_t = p.entry_of_next();
+        p
+    }
+
+    /// The entry instant of the looked-ahead request (infinite when the stream is over).
+    #[inline]
+    fn entry_of_next(&self) -> f64 {
+        match self.next {
+            None => f64::INFINITY,
+            // Without a per-token delay the order of entries is that of arrivals.
+            Some(r) if self.per_token == 0.0 => r.arrival + self.overhead,
+            Some(r) => {
+                let own = r.arrival + self.overhead + self.per_token * r.prompt as f64;
+                if own < self.entry {
+                    self.entry
+                } else {
+                    own
+                }
+            }
         }
     }
 
@@ -31,10 +61,9 @@ impl<I: Iterator<Item = Request>> Pending<I> {
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Request> {
         let r = self.next.take();
+        self.entry = self.next_t;
         self.next = self.it.next();
-        self.next_t = self
-            .next
-            .map_or(f64::INFINITY, |r| r.arrival + self.overhead);
+        self.next_t = self.entry_of_next();
         r
     }
 
