@@ -18,6 +18,7 @@ pub mod run_folder;
 pub mod vllm;
 
 use engine::config::{EndRule, SimConfig};
+use engine::fleet::{Client, FleetConfig, RouterKind};
 use engine::metrics::Summary;
 use engine::record::RequestRecord;
 use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
@@ -330,10 +331,21 @@ pub fn predict(b: &Benchmark, base: &SimConfig, seeds: &[u64]) -> anyhow::Result
         let cfg = sim_config(b, base, seed);
         cfg.validate()
             .map_err(|e| anyhow::anyhow!("the simulated benchmark: {e}"))?;
-        let rep = engine::sim::simulate(&cfg)?;
+        let records = match b.max_concurrency {
+            None => engine::sim::simulate(&cfg)?.records,
+            Some(max) => {
+                // The client's gate: one server behind a client that keeps at most `max`
+                // requests in flight, each timed from its send (engine::fleet).
+                let mut fleet = FleetConfig::uniform(cfg.clone(), 1, RouterKind::RoundRobin);
+                fleet.client = Client::MaxConcurrency { max };
+                engine::fleet::simulate_fleet(&fleet)
+                    .map_err(|e| anyhow::anyhow!("the simulated benchmark: {e}"))?
+                    .records
+            }
+        };
         runs.push(SeedRun {
             seed,
-            summary: summarize(&rep.records, &cfg),
+            summary: summarize(&records, &cfg),
         });
     }
     Ok(Prediction { runs })
@@ -403,6 +415,12 @@ mod tests {
             let x = Metric::Throughput.of(&r.summary).unwrap();
             assert!((x - 200.0 / r.summary.window_s).abs() < 1e-9);
         }
+        // A closed loop of 2 (engine::fleet's client gate): every request still completes.
+        let mut gated = b.clone();
+        gated.max_concurrency = Some(2);
+        let g = predict(&gated, &base, &[0]).unwrap();
+        assert_eq!(g.runs[0].summary.completed, 200);
+        assert_eq!(g.runs[0].summary.ttft.n, 200);
         let mut slow = base.clone();
         slow.server.step_overhead_s = 0.01;
         let q = predict(&b, &slow, &[0]).unwrap();

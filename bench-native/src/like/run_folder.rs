@@ -89,7 +89,7 @@ pub fn read(dir: &Path) -> Result<Benchmark, LikeError> {
     let measured = Metric::ALL.iter().map(|m| m.of(&summary)).collect();
     if max_concurrency.is_some() {
         notes.push(
-            "latencies as bench-native run measures them: from the intended send, the wait for a --max-concurrency slot included"
+            "bench-native run times latencies from the intended send (the wait for a --max-concurrency slot included); the simulated client's gate times them from the send, so the predicted TTFT and E2EL leave that wait out"
                 .into(),
         );
     }
