@@ -793,6 +793,29 @@ mod tests {
         }
     }
 
+    /// The front end as a line in the prompt length: a falling or a flat difference
+    /// keeps the median; no server time, no front end.
+    #[test]
+    fn front_end_is_a_line_in_the_prompt_length() {
+        let mut m = mb();
+        for p in &mut m.prefill {
+            p.server_prompt_s = Some(p.latency_s - 0.003 - 2e-6 * p.prompt_tokens as f64);
+        }
+        let (a, b) = front_end(&m);
+        assert!(
+            (a - 0.003).abs() < 1e-12 && (b - 2e-6).abs() < 1e-15,
+            "{a} {b}"
+        );
+        let f = fit(&m, false).unwrap();
+        assert_eq!((f.overhead_s, f.overhead_per_token_s), (a, b));
+        for (i, p) in m.prefill.iter_mut().enumerate() {
+            p.server_prompt_s = Some(p.latency_s - [0.004, 0.003, 0.002][i]);
+        }
+        let (a, b) = front_end(&m);
+        assert!((a - 0.003).abs() < 1e-12 && b == 0.0, "{a} {b}");
+        assert_eq!(front_end(&mb()), (0.0, 0.0));
+    }
+
     #[test]
     fn recovers_exact_linear_coefficients() {
         let f = fit(&mb(), false).unwrap();

@@ -421,3 +421,61 @@ impl SimConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ArrivalProcess, TraceRequest};
+
+    fn two(per_token: f64, step: f64) -> crate::sim::SimReport {
+        let mut c = SimConfig::vllm_like(1.0);
+        c.workload.arrivals = ArrivalProcess::Trace {
+            requests: vec![
+                TraceRequest {
+                    arrival: 0.0,
+                    prompt: 1000,
+                    output: 4,
+                    class: 0,
+                },
+                TraceRequest {
+                    arrival: 0.001,
+                    prompt: 10,
+                    output: 4,
+                    class: 0,
+                },
+            ],
+        };
+        c.horizon_s = 1.0;
+        c.keep_records = true;
+        c.server.overhead_s = 0.002;
+        c.server.overhead_per_token_s = per_token;
+        c.server.step_overhead_s = step;
+        crate::sim::simulate(&c).unwrap()
+    }
+
+    /// The per-token front end delays a long prompt more, and a short prompt behind it
+    /// enters with it, not before; the step overhead lengthens every iteration.
+    #[test]
+    fn front_end_per_token_keeps_arrival_order_and_step_overhead_adds_to_each_step() {
+        let base = two(0.0, 0.0);
+        let fe = two(1e-5, 0.0);
+        assert!(fe.stats.time_monotone);
+        let (a0, b0) = (
+            base.records[0].ttft().unwrap(),
+            base.records[1].ttft().unwrap(),
+        );
+        let (a1, b1) = (fe.records[0].ttft().unwrap(), fe.records[1].ttft().unwrap());
+        assert!(a1 >= a0 + 0.01 - 1e-9, "{a0} {a1}");
+        // B's own entry (0.001 + 0.002 + 0.0001) is before A's (0.012): it waits for A's.
+        assert!(b1 + 0.001 >= 0.012, "{b0} {b1}");
+        let step = two(0.0, 0.001);
+        let (t0, t1) = (
+            base.records[1].tpot().unwrap(),
+            step.records[1].tpot().unwrap(),
+        );
+        assert!((t1 - t0 - 0.001).abs() < 1e-9, "{t0} {t1}");
+        // 0 is the old behaviour, bit for bit
+        assert_eq!(two(0.0, 0.0).records, base.records);
+        assert_eq!(ServerConfig::default().entry_delay(1000), 0.0);
+    }
+}
