@@ -13,11 +13,12 @@
 
 pub mod cost;
 pub mod grid;
+pub mod like;
 pub mod limits;
 pub mod model;
 pub mod trace;
 
-pub use cost::{load_cost, roofline};
+pub use cost::{load_cost, roofline, Overheads};
 pub use grid::{Grid, GridArgs, GridDefaults, Seeds};
 pub use model::{
     check_point, ArrivalArg, KvModeArg, LengthsArg, ModelArgs, Point, PolicyArg, Preset,

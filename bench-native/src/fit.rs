@@ -25,16 +25,21 @@
 //!   (`DecodePoint::ubatches` > 1) are not fitted by any model; they are in the
 //!   micro-batch model's residuals as its test.
 //!
-//! * `overhead_s`: the per-request front-end overhead ([`request_overhead_s`]: a lone
-//!   prompt's client TTFT minus the server's own prompt time, where the server reports
-//!   it). The prefill points of all three models are fitted without it, and a simulation
-//!   adds it to every request (`engine::config::ServerConfig::overhead_s`), so a lone
-//!   prompt's TTFT is still the measured one while a tiny prompt priced by the decode
-//!   steps (which carry no overhead) gets its overhead too. `--server-prefill` fits the
-//!   server's prompt times instead and sets it to 0.
+//! * `overhead_s` + `overhead_per_token_s`: the front-end overhead ([`front_end`]: a lone
+//!   prompt's client TTFT minus the server's own prompt time — llama.cpp's
+//!   `timings.prompt_ms`, vLLM's queue + prefill time from its `/metrics` — as a line in
+//!   the prompt length). The prefill points of all three models are fitted without it,
+//!   and a simulation adds it to every request (`engine::config::ServerConfig::overhead_s`,
+//!   `overhead_per_token_s`), so a lone prompt's TTFT is still the measured one while a
+//!   tiny prompt priced by the decode steps (which carry no front end) gets its overhead
+//!   too. `--server-prefill` fits the server's prompt times instead and sets both to 0.
+//!   `step_overhead_s` is written as 0: the decode steps are measured between tokens, so
+//!   they hold each step's scheduling overhead, and every fitted model charges it once per
+//!   iteration through its intercept (docs/model.md, Overheads).
 //!
 //! Output: `--out` (default `fit.json`) = `{"table": CostModel, "linear": CostModel,
-//! "ubatch": CostModel, "overhead_s", "source", "residuals", "ubatch_residuals"}`, plus
+//! "ubatch": CostModel, "overhead_s", "overhead_per_token_s", "step_overhead_s", "source",
+//! "residuals", "ubatch_residuals"}`, plus
 //! `<stem>.table.json`, `<stem>.linear.json` and `<stem>.ubatch.json`, each a bare
 //! `CostModel` (serde tag `kind`) the engine loads directly.
 
@@ -104,21 +109,56 @@ pub struct Fit {
     /// were fitted without it, so a simulation adds it to every request
     /// (`ServerConfig::overhead_s`).
     pub overhead_s: f64,
+    /// Front-end overhead per prompt token [s/token] ([`front_end`];
+    /// `ServerConfig::overhead_per_token_s`).
+    pub overhead_per_token_s: f64,
 }
 
 /// The lone prompts' client TTFT minus the server's own prompt time (llama.cpp's
-/// `timings.prompt_ms`), median over the prefill points that have both, ≥ 0 [s]: HTTP,
-/// tokenization, the server's task queue and the first chunk's way back — paid once per
-/// request, not per iteration. 0 when the server reports no prompt time (vLLM).
-pub fn request_overhead_s(mb: &MicrobenchResult) -> f64 {
-    let mut d: Vec<f64> = mb
+/// `timings.prompt_ms`; vLLM's queue + prefill time from its `/metrics`), over the prefill
+/// points that have both: HTTP, tokenization, the hand-off to the engine and the first
+/// token's way back — paid once per request, not per iteration. Returns (per request [s],
+/// per prompt token [s/token]): a least-squares line through the differences by prompt
+/// length, both terms ≥ 0 (a falling line keeps only the median, a negative intercept
+/// only the slope through 0); with one prompt length only the median. (0, 0) when the
+/// server reports no prompt time (docs/model.md, Overheads).
+pub fn front_end(mb: &MicrobenchResult) -> (f64, f64) {
+    let pts: Vec<(f64, f64)> = mb
         .prefill
         .iter()
-        .filter_map(|p| Some(p.latency_s - p.server_prompt_s?))
-        .filter(|x| x.is_finite())
+        .filter_map(|p| Some((p.prompt_tokens as f64, p.latency_s - p.server_prompt_s?)))
+        .filter(|p| p.1.is_finite())
         .collect();
+    let mut d: Vec<f64> = pts.iter().map(|p| p.1).collect();
     d.sort_by(f64::total_cmp);
-    engine::metrics::percentile_type7(&d, 0.5).map_or(0.0, |x| x.max(0.0))
+    let median = engine::metrics::percentile_type7(&d, 0.5).map_or(0.0, |x| x.max(0.0));
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n.max(1.0),
+        pts.iter().map(|p| p.1).sum::<f64>() / n.max(1.0),
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if pts.len() < 2 || sxx <= 0.0 {
+        return (median, 0.0);
+    }
+    let b = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    let a = my - b * mx;
+    if b <= 0.0 {
+        (median, 0.0)
+    } else if a < 0.0 {
+        let sx2: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+        (
+            0.0,
+            pts.iter().map(|p| p.0 * p.1).sum::<f64>().max(0.0) / sx2,
+        )
+    } else {
+        (a, b)
+    }
+}
+
+/// The per-request part of [`front_end`] [s].
+pub fn request_overhead_s(mb: &MicrobenchResult) -> f64 {
+    front_end(mb).0
 }
 
 /// Columns of the linear fit: intercept, prefill tokens, decode sequences, context tokens,
@@ -192,10 +232,10 @@ fn nonneg_fit(rows: &[([f64; COLS], f64, f64)], mut free: [bool; COLS]) -> Optio
 /// [`FitError::TooFew`] without prefill or decode points; [`FitError::Invalid`] if the
 /// result does not validate.
 pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError> {
-    let overhead_s = if server_prefill {
-        0.0
+    let (overhead_s, overhead_per_token_s) = if server_prefill {
+        (0.0, 0.0)
     } else {
-        request_overhead_s(mb)
+        front_end(mb)
     };
     let mut prefill: Vec<(f64, f64)> = mb
         .prefill
@@ -206,7 +246,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
                 if server_prefill {
                     p.server_prompt_s.unwrap_or(p.latency_s)
                 } else {
-                    p.latency_s - overhead_s
+                    p.latency_s - overhead_s - overhead_per_token_s * p.prompt_tokens as f64
                 },
             )
         })
@@ -422,6 +462,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         ubatch_rel_rms,
         ubatch_residuals,
         overhead_s,
+        overhead_per_token_s,
     })
 }
 
@@ -648,7 +689,9 @@ pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitErro
         "linear_rel_rms": f.linear_rel_rms, "residuals": f.residuals,
         "ubatch_rel_rms": f.ubatch_rel_rms, "ubatch_residuals": f.ubatch_residuals,
         "overhead_s": f.overhead_s,
-        "note": "table and linear are engine::cost::CostModel values (serde tag \"kind\")",
+        "overhead_per_token_s": f.overhead_per_token_s,
+        "step_overhead_s": 0.0,
+        "note": "table and linear are engine::cost::CostModel values (serde tag \"kind\"); step_overhead_s is 0 because the fitted decode steps already hold the scheduling overhead of each step (docs/model.md, Overheads)",
     });
     Ok(vec![
         put(out.to_path_buf(), both)?,
@@ -689,10 +732,11 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
             f.ubatch_rel_rms * 100.0
         );
     }
-    if f.overhead_s > 0.0 {
+    if f.overhead_s > 0.0 || f.overhead_per_token_s > 0.0 {
         println!(
-            "per-request overhead {:.2} ms (client TTFT − server prompt time; simulate --overhead-ms)",
-            f.overhead_s * 1e3
+            "front-end overhead {:.2} ms per request + {:.2} µs per prompt token (client TTFT − server prompt time)",
+            f.overhead_s * 1e3,
+            f.overhead_per_token_s * 1e6
         );
     }
     for p in files {
@@ -747,6 +791,29 @@ mod tests {
             budget: None,
             metadata: serde_json::Value::Null,
         }
+    }
+
+    /// The front end as a line in the prompt length: a falling or a flat difference
+    /// keeps the median; no server time, no front end.
+    #[test]
+    fn front_end_is_a_line_in_the_prompt_length() {
+        let mut m = mb();
+        for p in &mut m.prefill {
+            p.server_prompt_s = Some(p.latency_s - 0.003 - 2e-6 * p.prompt_tokens as f64);
+        }
+        let (a, b) = front_end(&m);
+        assert!(
+            (a - 0.003).abs() < 1e-12 && (b - 2e-6).abs() < 1e-15,
+            "{a} {b}"
+        );
+        let f = fit(&m, false).unwrap();
+        assert_eq!((f.overhead_s, f.overhead_per_token_s), (a, b));
+        for (i, p) in m.prefill.iter_mut().enumerate() {
+            p.server_prompt_s = Some(p.latency_s - [0.004, 0.003, 0.002][i]);
+        }
+        let (a, b) = front_end(&m);
+        assert!((a - 0.003).abs() < 1e-12 && b == 0.0, "{a} {b}");
+        assert_eq!(front_end(&mb()), (0.0, 0.0));
     }
 
     #[test]

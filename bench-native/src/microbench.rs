@@ -141,8 +141,36 @@ pub struct PrefillPoint {
     pub latency_s: f64,
     /// Every repeat's TTFT [s].
     pub samples_s: Vec<f64>,
-    /// Median of the server's own prompt time, if reported [s].
+    /// Median of the server's own prompt time, if reported [s]: llama.cpp's
+    /// `timings.prompt_ms`; vLLM's queue + prefill time of the request from its `/metrics`
+    /// histograms ([`crate::prom::vllm_prompt_time`], scraped before and after it).
     pub server_prompt_s: Option<f64>,
+}
+
+/// vLLM's (requests, queue + prefill seconds) so far, `None` for other servers.
+async fn vllm_prompt_time(ep: &Endpoint) -> Option<(f64, f64)> {
+    if ep.kind != crate::client::ServerKind::Vllm {
+        return None;
+    }
+    let text = ep.get_text("/metrics").await.ok()?;
+    crate::prom::vllm_prompt_time(&crate::prom::parse(&text))
+}
+
+/// The queue + prefill time [s] of the one request finished since `before` was scraped:
+/// vLLM records a request's histograms when it finishes, so this waits (up to 2 s) for
+/// the count to move by exactly one; `None` if it does not.
+async fn vllm_prompt_time_after(ep: &Endpoint, before: (f64, f64)) -> Option<f64> {
+    for _ in 0..40 {
+        let (n, sum) = vllm_prompt_time(ep).await?;
+        if n == before.0 + 1.0 {
+            return Some((sum - before.1).max(0.0));
+        }
+        if n > before.0 + 1.0 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
 }
 
 /// One decode point.
@@ -290,6 +318,7 @@ pub async fn microbench(
         for _ in 0..cfg.repeats.max(1) {
             id += 1;
             let body = ep.body(&prompts.prompt(id, len), 1);
+            let before = vllm_prompt_time(&ep).await;
             let res = ep.stream(t0, &body, cfg.timeout).await;
             if let Some(e) = res.error {
                 return Err(RunError::Invalid(format!(
@@ -302,6 +331,10 @@ pub async fn microbench(
             samples.push(first - res.sent_s);
             if let Some(t) = res.timings {
                 server.push(t.prompt_ms / 1e3);
+            } else if let Some(b) = before {
+                if let Some(x) = vllm_prompt_time_after(&ep, b).await {
+                    server.push(x);
+                }
             }
             if let Some(u) = res.usage {
                 used = u.prompt_tokens;

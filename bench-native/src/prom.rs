@@ -49,6 +49,25 @@ pub fn parse(text: &str) -> Vec<Sample> {
     out
 }
 
+/// vLLM's own time for its requests so far, from its histograms: (requests counted, the
+/// summed queue + prefill time [s]) — `vllm:request_queue_time_seconds` (engine-core
+/// enqueue to first scheduling) and `vllm:request_prefill_time_seconds` (first scheduling
+/// to the first token's engine step), summed over label sets. `None` without them.
+pub fn vllm_prompt_time(samples: &[Sample]) -> Option<(f64, f64)> {
+    let sum = |name: &str| {
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.value)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>())
+    };
+    let count = sum("vllm:request_prefill_time_seconds_count")?;
+    let prefill = sum("vllm:request_prefill_time_seconds_sum")?;
+    let queue = sum("vllm:request_queue_time_seconds_sum").unwrap_or(0.0);
+    Some((count, prefill + queue))
+}
+
 /// Reads one label's value from a raw label set (`a="1",b="x"`).
 pub fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
     let mut rest = labels;

@@ -23,7 +23,9 @@ use std::path::PathBuf;
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \
     bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 20000000 --max-requests 200000000   # past the default limit\n  \
-    bench-native simulate --rate 20000 --horizon 1 --drain --kv-mode paged --max-drain-horizons 5000   # a drain longer than the default cap")]
+    bench-native simulate --rate 20000 --horizon 1 --drain --kv-mode paged --max-drain-horizons 5000   # a drain longer than the default cap\n  \
+    bench-native simulate --like vllm-result.json --preset vllm-v1 --batch 8 --kv 24576 --block-size 128 --budget 2048 --cost fit.json\n  \
+    bench-native simulate --like runs/r2 --preset llama-cpp --batch 4 --kv 8192 --budget 512 --cost fit.json --format csv")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s] (default 1; not with --trace).
     #[arg(long)]
@@ -49,6 +51,21 @@ pub struct SimulateArgs {
     /// Print the summary as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Simulate the benchmark of this result, exactly as it was run, and compare: a
+    /// `vllm bench serve --save-result` JSON (with `--save-detailed`, its per-request
+    /// lengths) or a `bench-native run` folder. The file fixes the requests, their lengths
+    /// and order, the rate, burstiness and max_concurrency; the other flags describe the
+    /// server. Prints each metric predicted (mean and range over the arrival seeds) beside
+    /// the measured value and the error, and a note for everything the file lacks.
+    #[arg(long, value_name = "RESULT")]
+    pub like: Option<PathBuf>,
+    /// With --like: how many seeds of the arrival process to run (default 5; one at an
+    /// infinite rate or with a run's own send times, where nothing is random).
+    #[arg(long, value_name = "N", requires = "like")]
+    pub like_seeds: Option<u32>,
+    /// With --like: table, csv or json.
+    #[arg(long, value_enum, requires = "like", conflicts_with = "json")]
+    pub format: Option<args::like::LikeFormat>,
 }
 
 impl SimulateArgs {
@@ -146,7 +163,60 @@ fn run(cfg: &SimConfig, work: &Limits) -> anyhow::Result<engine::sim::SimReport>
     Ok(rep)
 }
 
+/// `simulate --like`: the checked configuration, then the prediction and its report.
+fn execute_like(a: &SimulateArgs, path: &std::path::Path) -> anyhow::Result<()> {
+    let lc = args::like::config(
+        path,
+        args::like::Fixed {
+            rate: a.rate,
+            dp_slo: a.dp_slo,
+            records: a.records.is_some(),
+            model: &a.model,
+        },
+        a.batch,
+        a.kv,
+        a.like_seeds,
+        if a.json {
+            Some(args::like::LikeFormat::Json)
+        } else {
+            a.format
+        },
+    )?;
+    let t = std::time::Instant::now();
+    let p = crate::like::predict(&lc.bench, &lc.base, &lc.seeds)?;
+    let took = t.elapsed();
+    let rows = crate::like::report::rows(&lc.bench, &p);
+    match lc.format {
+        args::like::LikeFormat::Table => {
+            print!(
+                "{}",
+                crate::like::report::table(&lc.bench, &lc.seeds, &rows)
+            );
+        }
+        args::like::LikeFormat::Csv => {
+            print!("{}", crate::like::report::csv(&rows));
+            for n in &lc.bench.notes {
+                eprintln!("note: {n}");
+            }
+        }
+        args::like::LikeFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&crate::like::report::json(&lc.bench, &lc.seeds, &rows))?
+        ),
+    }
+    eprintln!(
+        "simulated {} requests × {} seeds in {:.1} ms",
+        lc.bench.requests,
+        lc.seeds.len(),
+        took.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
 pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
+    if let Some(path) = a.like.clone() {
+        return execute_like(&a, &path);
+    }
     let cfg = a.config()?;
     if let Admission::MaxInSystem { max_in_system } = cfg.server.admission {
         if a.dp_slo.is_some() {
@@ -203,11 +273,26 @@ pub fn warnings(cfg: &SimConfig, s: &Summary) -> anyhow::Result<Vec<String>> {
             ));
         }
     }
-    if cfg.server.overhead_s > 0.0 {
+    if cfg.server.overhead_s > 0.0 && cfg.server.overhead_per_token_s == 0.0 {
         out.push(format!(
             "note: TTFT and E2E include a per-request front-end overhead of {:.2} ms \
              (--overhead-ms, or the cost file's overhead_s)",
             cfg.server.overhead_s * 1e3
+        ));
+    }
+    if cfg.server.overhead_per_token_s > 0.0 {
+        out.push(format!(
+            "note: TTFT and E2E include a front-end overhead of {:.2} ms per request + {:.2} µs \
+             per prompt token (--overhead-ms, --overhead-per-token-us, or the cost file's)",
+            cfg.server.overhead_s * 1e3,
+            cfg.server.overhead_per_token_s * 1e6
+        ));
+    }
+    if cfg.server.step_overhead_s > 0.0 {
+        out.push(format!(
+            "note: every iteration includes a scheduling overhead of {:.3} ms \
+             (--step-overhead-ms, or the cost file's step_overhead_s)",
+            cfg.server.step_overhead_s * 1e3
         ));
     }
     if s.arrivals > 0 && s.blocking_probability >= 0.5 {

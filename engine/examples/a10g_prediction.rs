@@ -2,7 +2,12 @@
 //! Poisson 0.5–8 req/s over ShareGPT lengths, chunked prefill (max_num_batched_tokens
 //! 2048), paged KV in 16-token blocks, max_num_seqs 64 and 128, KV 104,336 and 565,904
 //! tokens; the table cost from the measured A10G decode curve, and for comparison the
-//! roofline preset (A10G × Qwen2.5-1.5B).
+//! roofline preset (A10G × Qwen2.5-1.5B). Each also with its overheads as their own terms
+//! (`engine::cost::overheads`, docs/model.md, Overheads): `table+fe` takes the front end
+//! (9.3 ms, the lone short prompt's TTFT minus a decode step) out of the prefill points and
+//! adds it to every request; `roofline+oh` prices the forward pass by the roofline without its
+//! assumed per-iteration overhead and adds that front end and the step overhead identified
+//! from the data (the measured decode steps minus that forward pass).
 //!
 //! Prints CSV (means over 3 seeds, 600 s of arrivals each, drained) to stdout and a check
 //! against the measured facts to stderr:
@@ -11,6 +16,7 @@
 //! cargo run --release -p engine --example a10g_prediction > results/a10g_vllm/predicted.csv
 //! ```
 
+use engine::cost::overheads::{a10g_overheads, forward_pass_roofline};
 use engine::cost::{CostModel, RooflineCost, TableCost};
 use engine::SimConfig;
 
@@ -18,18 +24,47 @@ const RATES: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 6.0, 8.0];
 const SEEDS: [u64; 3] = [0, 1, 2];
 
 fn main() {
+    let oh = a10g_overheads();
+    eprintln!(
+        "overheads from data/: front end {:.2} ms per request, step {:.2} ms beside the roofline",
+        oh.front_end_s * 1e3,
+        oh.step_s * 1e3
+    );
+    // (name, cost, front end [s], step overhead [s])
     let costs = [
-        ("table", CostModel::Table(TableCost::a10g_qwen_1_5b())),
-        ("roofline", CostModel::Roofline(RooflineCost::default())),
+        (
+            "table",
+            CostModel::Table(TableCost::a10g_qwen_1_5b()),
+            0.0,
+            0.0,
+        ),
+        (
+            "roofline",
+            CostModel::Roofline(RooflineCost::default()),
+            0.0,
+            0.0,
+        ),
+        (
+            "table+fe",
+            CostModel::Table(TableCost::a10g_qwen_1_5b_without_front_end()),
+            oh.front_end_s,
+            0.0,
+        ),
+        (
+            "roofline+oh",
+            CostModel::Roofline(forward_pass_roofline()),
+            oh.front_end_s,
+            oh.step_s,
+        ),
     ];
     println!(
         "cost,rate_rps,max_num_seqs,kv_tokens,seeds,completed,throughput_rps,output_tokens_per_s,\
          ttft_mean_s,ttft_p50_s,ttft_p99_s,tpot_mean_s,tpot_p50_s,tpot_p99_s,itl_max_p99_s,\
          e2e_mean_s,preemptions"
     );
-    let (mut tpot_lo, mut tpot_hi, mut ttft_mean_hi, mut ttft_p99_hi, mut pre) =
-        (f64::MAX, 0.0f64, 0.0f64, 0.0f64, 0u64);
-    for (cost_name, cost) in &costs {
+    for (cost_name, cost, front_end_s, step_s) in &costs {
+        let (mut tpot_lo, mut tpot_hi, mut ttft_mean_hi, mut ttft_p99_hi, mut pre) =
+            (f64::MAX, 0.0f64, 0.0f64, 0.0f64, 0u64);
         for max_seqs in [64u32, 128] {
             for kv in [104_336u64, 565_904] {
                 for rate in RATES {
@@ -40,6 +75,8 @@ fn main() {
                         cfg.server.max_batch = max_seqs;
                         cfg.server.kv_tokens = kv;
                         cfg.cost = cost.clone();
+                        cfg.server.overhead_s = *front_end_s;
+                        cfg.server.step_overhead_s = *step_s;
                         cfg.seed = seed;
                         let s = engine::sim::simulate(&cfg).expect("valid config").summary;
                         let v = [
@@ -66,24 +103,24 @@ fn main() {
                         SEEDS.len(),
                         acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10]
                     );
-                    if *cost_name == "table" {
-                        tpot_lo = tpot_lo.min(acc[6]);
-                        tpot_hi = tpot_hi.max(acc[6]);
-                        ttft_mean_hi = ttft_mean_hi.max(acc[3]);
-                        ttft_p99_hi = ttft_p99_hi.max(acc[5]);
-                        pre += preempt;
-                    }
+                    tpot_lo = tpot_lo.min(acc[6]);
+                    tpot_hi = tpot_hi.max(acc[6]);
+                    ttft_mean_hi = ttft_mean_hi.max(acc[3]);
+                    ttft_p99_hi = ttft_p99_hi.max(acc[5]);
+                    pre += preempt;
                 }
             }
         }
+        eprintln!(
+            "{cost_name} cost, over all 24 configurations (measured on the A10G in brackets):"
+        );
+        eprintln!(
+            "  mean TPOT {:.1}–{:.1} ms [8.3–10.2 ms]",
+            tpot_lo * 1e3,
+            tpot_hi * 1e3
+        );
+        eprintln!("  max mean TTFT {:.1} ms [< 61 ms]", ttft_mean_hi * 1e3);
+        eprintln!("  max p99 TTFT {:.1} ms [< 185 ms]", ttft_p99_hi * 1e3);
+        eprintln!("  preemptions {pre} [0]");
     }
-    eprintln!("table cost, over all 24 configurations (measured on the A10G in brackets):");
-    eprintln!(
-        "  mean TPOT {:.1}–{:.1} ms [8.3–10.2 ms]",
-        tpot_lo * 1e3,
-        tpot_hi * 1e3
-    );
-    eprintln!("  max mean TTFT {:.1} ms [< 61 ms]", ttft_mean_hi * 1e3);
-    eprintln!("  max p99 TTFT {:.1} ms [< 185 ms]", ttft_p99_hi * 1e3);
-    eprintln!("  preemptions {pre} [0]");
 }

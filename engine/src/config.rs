@@ -126,6 +126,23 @@ pub struct ServerConfig {
     /// it as a lone prompt's client TTFT minus the server's own prompt time.
     #[serde(default)]
     pub overhead_s: f64,
+    /// Front-end latency per prompt token [s/token] (tokenization, the chat template, the
+    /// hand-off of the token ids): a request enters the scheduler at
+    /// [`ServerConfig::entry_delay`] after its arrival, `overhead_s` + this × prompt
+    /// tokens, and in arrival order (docs/model.md, Overheads). 0 by default, and then
+    /// not written out, so older files and outputs stay as they were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overhead_per_token_s: f64,
+    /// Scheduling overhead of every engine step [s]: the scheduler's pass, the batch's
+    /// preparation and the output processing between two forward passes, added to every
+    /// iteration's cost ([`crate::cost::PreparedCost::with_step_overhead`]). 0 by
+    /// default (the cost model's own intercept holds it), and then not written out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub step_overhead_s: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Default for ServerConfig {
@@ -141,6 +158,8 @@ impl Default for ServerConfig {
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         }
     }
 }
@@ -175,7 +194,16 @@ impl ServerConfig {
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         }
+    }
+
+    /// Front-end delay of a request with `prompt` tokens [s]: `overhead_s` +
+    /// `overhead_per_token_s` × prompt (docs/model.md, Overheads).
+    #[inline]
+    pub fn entry_delay(&self, prompt: u32) -> f64 {
+        self.overhead_s + self.overhead_per_token_s * prompt as f64
     }
 
     /// Tokens of KV each llama.cpp slot owns (CTX / SLOTS), for [`ServerConfig::llama_cpp`].
@@ -215,6 +243,8 @@ impl ServerConfig {
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         }
     }
 }
@@ -373,6 +403,8 @@ impl SimConfig {
         at_least_one("kv_tokens", s.kv_tokens)?;
         non_negative("watermark", s.watermark)?;
         non_negative("per-request overhead", s.overhead_s)?;
+        non_negative("per-prompt-token overhead", s.overhead_per_token_s)?;
+        non_negative("per-step overhead", s.step_overhead_s)?;
         if s.watermark >= 0.5 {
             return Err(ConfigError::OutOfRange {
                 name: "watermark",
@@ -420,5 +452,63 @@ impl SimConfig {
             work.check_drain(self.drain_estimate(), self.horizon_s)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ArrivalProcess, TraceRequest};
+
+    fn two(per_token: f64, step: f64) -> crate::sim::SimReport {
+        let mut c = SimConfig::vllm_like(1.0);
+        c.workload.arrivals = ArrivalProcess::Trace {
+            requests: vec![
+                TraceRequest {
+                    arrival: 0.0,
+                    prompt: 1000,
+                    output: 4,
+                    class: 0,
+                },
+                TraceRequest {
+                    arrival: 0.001,
+                    prompt: 10,
+                    output: 4,
+                    class: 0,
+                },
+            ],
+        };
+        c.horizon_s = 1.0;
+        c.keep_records = true;
+        c.server.overhead_s = 0.002;
+        c.server.overhead_per_token_s = per_token;
+        c.server.step_overhead_s = step;
+        crate::sim::simulate(&c).unwrap()
+    }
+
+    /// The per-token front end delays a long prompt more, and a short prompt behind it
+    /// enters with it, not before; the step overhead lengthens every iteration.
+    #[test]
+    fn front_end_per_token_keeps_arrival_order_and_step_overhead_adds_to_each_step() {
+        let base = two(0.0, 0.0);
+        let fe = two(1e-5, 0.0);
+        assert!(fe.stats.time_monotone);
+        let (a0, b0) = (
+            base.records[0].ttft().unwrap(),
+            base.records[1].ttft().unwrap(),
+        );
+        let (a1, b1) = (fe.records[0].ttft().unwrap(), fe.records[1].ttft().unwrap());
+        assert!(a1 >= a0 + 0.01 - 1e-9, "{a0} {a1}");
+        // B's own entry (0.001 + 0.002 + 0.0001) is before A's (0.012): it waits for A's.
+        assert!(b1 + 0.001 >= 0.012, "{b0} {b1}");
+        let step = two(0.0, 0.001);
+        let (t0, t1) = (
+            base.records[1].tpot().unwrap(),
+            step.records[1].tpot().unwrap(),
+        );
+        assert!((t1 - t0 - 0.001).abs() < 1e-9, "{t0} {t1}");
+        // 0 is the old behaviour, bit for bit
+        assert_eq!(two(0.0, 0.0).records, base.records);
+        assert_eq!(ServerConfig::default().entry_delay(1000), 0.0);
     }
 }

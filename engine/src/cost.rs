@@ -4,6 +4,7 @@
 //! models plug in without touching the event loop. It is a pure function of [`BatchShape`].
 
 mod linear;
+pub mod overheads;
 mod reference;
 pub mod roofline;
 mod table;
@@ -167,6 +168,9 @@ pub struct PreparedCost {
     decode: Vec<f64>,
     /// Reference model's batch factor f(b), index = b.
     factor: Vec<f64>,
+    /// Scheduling overhead added to every iteration [s] (0 unless
+    /// [`PreparedCost::with_step_overhead`]).
+    step_s: f64,
 }
 
 impl PreparedCost {
@@ -181,18 +185,44 @@ impl PreparedCost {
             model: model.clone(),
             decode,
             factor,
+            step_s: 0.0,
+        }
+    }
+
+    /// The same cost with `step_s` of scheduling overhead added to every iteration
+    /// (`ServerConfig::step_overhead_s`, docs/model.md, Overheads): the CPU work between
+    /// two forward passes that no batch shape pays less of. 0 leaves every duration as it
+    /// was, bit for bit.
+    pub fn with_step_overhead(mut self, step_s: f64) -> PreparedCost {
+        if step_s != 0.0 {
+            for d in &mut self.decode {
+                *d += step_s;
+            }
+        }
+        self.step_s = step_s;
+        self
+    }
+
+    /// The model's duration plus the step overhead, unchanged when that is 0.
+    #[inline]
+    fn plus_step(&self, d: f64) -> f64 {
+        if self.step_s == 0.0 {
+            d
+        } else {
+            d + self.step_s
         }
     }
 
     /// As [`CostModel::iteration`].
     #[inline]
     pub fn iteration(&self, s: &BatchShape) -> f64 {
-        match &self.model {
+        let d = match &self.model {
             CostModel::Reference(c) if (s.running.max(1) as usize) < self.factor.len() => {
                 c.iteration_with_factor(s, self.factor[s.running.max(1) as usize])
             }
             m => m.iteration(s),
-        }
+        };
+        self.plus_step(d)
     }
 
     /// As [`CostModel::decode_step`].
@@ -200,7 +230,7 @@ impl PreparedCost {
     pub fn decode_step(&self, n: u32, context: u64) -> f64 {
         match self.decode.get(n as usize) {
             Some(&d) if !self.model.depends_on_context() => d,
-            _ => self.model.decode_step(n, context),
+            _ => self.plus_step(self.model.decode_step(n, context)),
         }
     }
 
@@ -215,7 +245,7 @@ impl PreparedCost {
         if ubatches <= 1 {
             self.decode_step(n, context)
         } else {
-            self.model.decode_step_split(n, ubatches, context)
+            self.plus_step(self.model.decode_step_split(n, ubatches, context))
         }
     }
 

@@ -211,7 +211,7 @@ pub fn simulate_fleet_with(cfg: &FleetConfig, limits: &Limits) -> Result<FleetRe
         .base
         .workload
         .stream(cfg.base.seed, cfg.base.horizon_s)?;
-    Ok(run(cfg, stream))
+    Ok(run(cfg, stream, limits.max_drain_horizons))
 }
 
 /// Simulates a fleet on an explicit request sequence (sorted by arrival); `cfg` must be
@@ -220,10 +220,14 @@ pub fn simulate_fleet_requests<I: Iterator<Item = Request>>(
     cfg: &FleetConfig,
     requests: I,
 ) -> FleetReport {
-    run(cfg, requests)
+    run(cfg, requests, Limits::default().max_drain_horizons)
 }
 
-fn run<I: Iterator<Item = Request>>(cfg: &FleetConfig, requests: I) -> FleetReport {
+fn run<I: Iterator<Item = Request>>(
+    cfg: &FleetConfig,
+    requests: I,
+    drain_horizons: f64,
+) -> FleetReport {
     let configs = cfg.replica_configs();
     let n = configs.len();
     let expected = (cfg.base.workload.rate() * cfg.base.horizon_s / n as f64).min(1e7) as usize;

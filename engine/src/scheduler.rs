@@ -59,6 +59,9 @@ pub struct Seq {
     pub admit_seq: u64,
     /// When the request first entered the running set [s] (NaN: not yet).
     pub admitted: f64,
+    /// When the server saw the request: its arrival + the front-end delay
+    /// (`ServerConfig::entry_delay`) [s]; the simulator sets it, `new` sets the arrival.
+    pub entered: f64,
     /// Simulator bookkeeping: the decode tick and the stall count at which the lazy
     /// fields were last brought up to date.
     pub tick0: u64,
@@ -82,6 +85,7 @@ impl Seq {
             chunk: 0,
             admit_seq: 0,
             admitted: f64::NAN,
+            entered: req.arrival,
             tick0: 0,
             stall0: 0,
         }

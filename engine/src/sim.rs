@@ -241,8 +241,10 @@ struct Sim<'a, S: Scheduler> {
     last_event: f64,
     cost: PreparedCost,
     /// [`crate::config::ServerConfig::overhead_s`]: the server sees a request at its
-    /// *entry*, `arrival + overhead` ([`Pending::next_t`]); records keep the arrival, so
-    /// latencies include the overhead, while the L and W of Little's law count from entry.
+    /// *entry*, `arrival + overhead` (+ `overhead_per_token_s` × prompt tokens,
+    /// [`crate::config::ServerConfig::entry_delay`]; [`Pending::next_t`]); records keep
+    /// the arrival, so latencies include the overhead, while the L and W of Little's law
+    /// count from entry.
     overhead: f64,
     /// A plan made but not yet run because its step would end past the caller's limit
     /// ([`Sim::advance`]; never set in a one-server run).
@@ -324,7 +326,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             attn_cost: cfg.cost.prefill_attn(0, 1) > 0,
             stall_threshold: cfg.metrics.stall_threshold_s,
             last_event: 0.0,
-            cost: PreparedCost::new(&cfg.cost, s.max_batch),
+            cost: PreparedCost::new(&cfg.cost, s.max_batch).with_step_overhead(s.step_overhead_s),
             overhead: s.overhead_s,
             stash: None,
             wake: 0.0,
@@ -335,7 +337,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     fn run<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
-        let mut requests = Pending::new(requests, self.overhead);
+        let mut requests = Pending::new(
+            requests,
+            self.overhead,
+            self.cfg.server.overhead_per_token_s,
+        );
         self.advance(&mut requests, f64::INFINITY);
         self.finish(requests)
     }
@@ -486,7 +492,16 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Admission at the entry instant (arrival + [`Sim::overhead`]).
     fn arrive(&mut self, r: Request) {
         self.stats.arrivals += 1;
-        let entry = r.arrival + self.overhead;
+        let entry = if self.cfg.server.overhead_per_token_s == 0.0 {
+            r.arrival + self.overhead
+        } else {
+            // In arrival order: a short prompt behind a long one enters with it, not
+            // before (docs/model.md, Server).
+            max_f64(
+                r.arrival + self.cfg.server.entry_delay(r.prompt),
+                self.area_t,
+            )
+        };
         if entry < self.area_t {
             self.stats.time_monotone = false;
         }
@@ -513,7 +528,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             let reserved = if self.paged { 0 } else { need };
             self.work_tokens += r.total_tokens();
-            self.sched.enqueue(Seq::new(r, reserved));
+            let mut seq = Seq::new(r, reserved);
+            seq.entered = entry;
+            self.sched.enqueue(seq);
         } else {
             self.record(RequestRecord {
                 id: r.id,
@@ -919,14 +936,18 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.kv.release(s.blocks);
         self.work_tokens -= u64::from(s.req.prompt);
         // From entry, as the area of Little's law counts.
-        self.stats.sojourn_sum_s += t - (s.req.arrival + self.overhead);
+        self.stats.sojourn_sum_s += t - s.entered;
         let rec = record_of(s, Some(t), Outcome::Completed);
         self.record(rec);
     }
 
     fn record(&mut self, r: RequestRecord) {
         if let Some(d) = &mut self.departures {
-            d.push((r.id, r.finish_s.unwrap_or(r.arrival_s + self.overhead)));
+            d.push((
+                r.id,
+                r.finish_s
+                    .unwrap_or(r.arrival_s + self.cfg.server.entry_delay(r.prompt_tokens)),
+            ));
         }
         self.acc.push(&r);
         if self.cfg.keep_records {

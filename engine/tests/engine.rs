@@ -57,6 +57,8 @@ fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimC
             queue_cap: None,
             admission: Admission::All,
             overhead_s: 0.0,
+            overhead_per_token_s: 0.0,
+            step_overhead_s: 0.0,
         },
         cost: CostModel::default(),
         horizon_s: 150.0,

@@ -35,15 +35,39 @@ pub fn roofline(spec: &str) -> anyhow::Result<(CostModel, u64)> {
     )?)
 }
 
+/// The overheads a cost file gives beside its model (docs/model.md, Overheads): `fit`'s
+/// `overhead_s`, `overhead_per_token_s` and `step_overhead_s`; all 0 for a bare model.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Overheads {
+    /// Front-end delay per request [s] (`ServerConfig::overhead_s`).
+    pub request_s: f64,
+    /// Front-end delay per prompt token [s] (`ServerConfig::overhead_per_token_s`).
+    pub per_token_s: f64,
+    /// Scheduling overhead per engine step [s] (`ServerConfig::step_overhead_s`).
+    pub step_s: f64,
+}
+
+impl Overheads {
+    /// Sets them on `server`.
+    pub fn apply(&self, server: &mut engine::config::ServerConfig) {
+        server.overhead_s = self.request_s;
+        server.overhead_per_token_s = self.per_token_s;
+        server.step_overhead_s = self.step_s;
+    }
+}
+
 /// `reference`, `a10g`, or a JSON file holding a CostModel, or an object of them as `fit`
 /// writes (`{"ubatch": …, "table": …, "linear": …, "overhead_s": …}`): its `ubatch` model
 /// (the one `validate` predicts with), else `table`, else `linear`; `FILE#linear` (or
-/// `#table`, `#ubatch`) picks one. Returns the model and the per-request overhead [s] the
-/// file gives (`fit`'s `overhead_s`; 0 otherwise).
-pub fn load_cost(spec: &str) -> anyhow::Result<(CostModel, f64)> {
+/// `#table`, `#ubatch`) picks one. Returns the model and the overheads the file gives
+/// (`fit`'s `overhead_s`, `overhead_per_token_s`, `step_overhead_s`; 0 otherwise).
+pub fn load_cost(spec: &str) -> anyhow::Result<(CostModel, Overheads)> {
     match spec {
-        "reference" => Ok((CostModel::default(), 0.0)),
-        "a10g" => Ok((CostModel::Table(TableCost::a10g_qwen_1_5b()), 0.0)),
+        "reference" => Ok((CostModel::default(), Overheads::default())),
+        "a10g" => Ok((
+            CostModel::Table(TableCost::a10g_qwen_1_5b()),
+            Overheads::default(),
+        )),
         spec => {
             let (path, kind) = match spec.rsplit_once('#') {
                 Some((p, k)) => (p, Some(k)),
@@ -101,14 +125,24 @@ pub fn probes() -> Vec<BatchShape> {
 ///
 /// # Errors
 /// Not JSON, no such model, not a cost model, invalid, or non-finite / negative times.
-pub fn parse_cost(text: &str, path: &str, kind: Option<&str>) -> anyhow::Result<(CostModel, f64)> {
+pub fn parse_cost(
+    text: &str,
+    path: &str,
+    kind: Option<&str>,
+) -> anyhow::Result<(CostModel, Overheads)> {
     let v: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("{path} is not JSON"))?;
-    let overhead = v
-        .get("overhead_s")
-        .and_then(serde_json::Value::as_f64)
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .unwrap_or(0.0);
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(serde_json::Value::as_f64)
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .unwrap_or(0.0)
+    };
+    let overhead = Overheads {
+        request_s: field("overhead_s"),
+        per_token_s: field("overhead_per_token_s"),
+        step_s: field("step_overhead_s"),
+    };
     let pick = match kind {
         Some(k) => v
             .get(k)
@@ -153,11 +187,12 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/llama_server_fit.json"
         );
-        let (m, overhead) = load_cost(fit).unwrap();
+        let (m, o) = load_cost(fit).unwrap();
+        let overhead = o.request_s;
         assert!(matches!(m, CostModel::Ubatch(_)), "{m:?}");
         assert!(overhead > 0.0 && overhead < 0.01, "{overhead}");
         let (l, o) = load_cost(&format!("{fit}#linear")).unwrap();
-        assert!(matches!(l, CostModel::Linear(_)) && o == overhead);
+        assert!(matches!(l, CostModel::Linear(_)) && o.request_s == overhead);
         assert!(matches!(
             load_cost(&format!("{fit}#table")).unwrap().0,
             CostModel::Table(_)
@@ -166,7 +201,7 @@ mod tests {
         assert!(format!("{e:#}").contains("no \"nope\" model"), "{e:#}");
         // a bare model file has no overhead
         let bare = fit.replace("fit.json", "fit.linear.json");
-        assert_eq!(load_cost(&bare).unwrap().1, 0.0);
+        assert_eq!(load_cost(&bare).unwrap().1, Overheads::default());
     }
 
     /// A coefficient: mostly sensible, sometimes negative, zero, huge or tiny.
@@ -243,7 +278,7 @@ mod tests {
             };
             if let Ok((m, o)) = parse_cost(&text, "x.json", None) {
                 sensible(&m)?;
-                prop_assert!(o.is_finite() && o >= 0.0);
+                prop_assert!(o.request_s.is_finite() && o.request_s >= 0.0);
             }
         }
 
@@ -286,11 +321,12 @@ mod tests {
             });
             let bare = serde_json::to_string(&m).unwrap();
             let (back, o) = parse_cost(&bare, "x.json", None).unwrap();
-            prop_assert_eq!(o, 0.0);
+            prop_assert_eq!(o, Overheads::default());
             close(&back, &m)?;
             let fit = serde_json::json!({ "linear": m, "overhead_s": overhead }).to_string();
             let (back, o) = parse_cost(&fit, "x.json", None).unwrap();
             close(&back, &m)?;
+            let o = o.request_s;
             prop_assert!((o - overhead).abs() <= overhead * 1e-15, "{} vs {}", o, overhead);
         }
     }

@@ -143,6 +143,16 @@ pub struct ModelArgs {
     /// include it. Default: a `fit` file's `overhead_s`, else 0.
     #[arg(long)]
     pub overhead_ms: Option<f64>,
+    /// Front-end overhead per prompt token [µs] (tokenization and the hand-off grow with
+    /// the prompt), added to --overhead-ms. Default: a `fit` file's
+    /// `overhead_per_token_s`, else 0.
+    #[arg(long, value_name = "US")]
+    pub overhead_per_token_us: Option<f64>,
+    /// Scheduling overhead of every engine step [ms], added to every iteration's cost (the
+    /// CPU work between forward passes; for a cost model that prices only the forward
+    /// pass, such as a roofline). Default: a cost file's `step_overhead_s`, else 0.
+    #[arg(long, value_name = "MS")]
+    pub step_overhead_ms: Option<f64>,
     /// Arrivals stop at this time [s].
     #[arg(long)]
     pub horizon: Option<f64>,
@@ -229,13 +239,13 @@ impl ModelArgs {
             }
             _ => {}
         }
-        if let Some(ms) = self.overhead_ms {
-            if !(ms.is_finite() && ms >= 0.0) {
-                return Err(ArgError::range(
-                    "--overhead-ms",
-                    "a finite number >= 0",
-                    super::num(ms),
-                ));
+        for (flag, x) in [
+            ("--overhead-ms", self.overhead_ms),
+            ("--overhead-per-token-us", self.overhead_per_token_us),
+            ("--step-overhead-ms", self.step_overhead_ms),
+        ] {
+            if let Some(v) = x.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(ArgError::range(flag, "a finite number >= 0", super::num(v)));
             }
         }
         pos("--horizon", "a finite number > 0 [s]", self.horizon)?;
@@ -436,11 +446,19 @@ impl ModelArgs {
                     c.server.kv_tokens = kv;
                 }
             } else {
-                (c.cost, c.server.overhead_s) = load_cost(cost)?;
+                let (model, overheads) = load_cost(cost)?;
+                c.cost = model;
+                overheads.apply(&mut c.server);
             }
         }
         if let Some(ms) = self.overhead_ms {
             c.server.overhead_s = ms / 1e3;
+        }
+        if let Some(us) = self.overhead_per_token_us {
+            c.server.overhead_per_token_s = us / 1e6;
+        }
+        if let Some(ms) = self.step_overhead_ms {
+            c.server.step_overhead_s = ms / 1e3;
         }
         Ok(())
     }

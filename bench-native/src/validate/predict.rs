@@ -48,10 +48,13 @@ pub(super) fn trace(args: &ValidateArgs, rate: f64, cap: u32) -> anyhow::Result<
         .collect())
 }
 
+/// The front end's delay: (per request [s], per prompt token [s/token]), as `fit` gives it.
+pub(super) type FrontEnd = (f64, f64);
+
 fn sim_config(
     m: &ServerModel,
     cost: &CostModel,
-    overhead_s: f64,
+    front: FrontEnd,
     requests: Vec<TraceRequest>,
 ) -> SimConfig {
     let mut c = SimConfig::vllm_like(1.0);
@@ -74,7 +77,7 @@ fn sim_config(
             m.budget,
         )
     };
-    c.server.overhead_s = overhead_s;
+    (c.server.overhead_s, c.server.overhead_per_token_s) = front;
     c.cost = cost.clone();
     c.first_token = FirstToken::AfterPrefill;
     c.end = EndRule::Drain;
@@ -88,11 +91,11 @@ fn sim_config(
 pub(super) fn simulate(
     m: &ServerModel,
     cost: &CostModel,
-    overhead_s: f64,
+    front: FrontEnd,
     t: &[TraceRequest],
     records: Option<&Path>,
 ) -> anyhow::Result<Summary> {
-    let mut cfg = sim_config(m, cost, overhead_s, t.to_vec());
+    let mut cfg = sim_config(m, cost, front, t.to_vec());
     cfg.keep_records = records.is_some();
     cfg.validate().context("simulator configuration")?;
     let rep = engine::sim::simulate(&cfg)?;
@@ -130,7 +133,7 @@ pub(super) fn capacity(
         })
         .collect();
     // The drain rate does not depend on the per-request overhead.
-    Ok(simulate(m, cost, 0.0, &t, None)?.throughput_rps)
+    Ok(simulate(m, cost, (0.0, 0.0), &t, None)?.throughput_rps)
 }
 
 /// Steps 4–5: fit the pooled microbenchmarks, simulate every measured trace, write the
@@ -151,6 +154,7 @@ pub(super) fn predict_and_report(
     fit::write(&f, &mb_path, &out.join("fit.json"))?;
     let (cost, alt) = (args.cost.of(&f), args.cost.alt().of(&f));
     let capacity_rps = capacity(args, model, &cost, cap)?;
+    let front = (f.overhead_s, f.overhead_per_token_s);
     let mut results = Vec::new();
     for (rate, t, m, repeats) in measured {
         results.push(RateResult {
@@ -159,14 +163,14 @@ pub(super) fn predict_and_report(
             predicted: simulate(
                 model,
                 &cost,
-                f.overhead_s,
+                front,
                 &t,
                 Some(
                     &out.join("sim")
                         .join(format!("requests-{}.csv", fmt_rate(rate))),
                 ),
             )?,
-            predicted_alt: simulate(model, &alt, f.overhead_s, &t, None)?,
+            predicted_alt: simulate(model, &alt, front, &t, None)?,
             measured: m,
             repeats,
         });

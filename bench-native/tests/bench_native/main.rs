@@ -14,6 +14,7 @@ mod cli;
 mod client_capability;
 mod common;
 mod compare;
+mod like;
 mod live;
 mod merge;
 mod pgo_script;

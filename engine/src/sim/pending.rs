@@ -8,19 +8,25 @@ use crate::workload::Request;
 pub(super) struct Pending<I> {
     it: I,
     next: Option<Request>,
-    /// When the server sees the next request: its arrival + `overhead` [s].
+    /// When the server sees the next request: its arrival + the front-end delay
+    /// (`ServerConfig::entry_delay`) [s].
     pub(super) next_t: f64,
     overhead: f64,
+    /// Front-end delay per prompt token [s] (`ServerConfig::overhead_per_token_s`).
+    per_token: f64,
 }
 
 impl<I: Iterator<Item = Request>> Pending<I> {
-    pub(super) fn new(mut it: I, overhead: f64) -> Self {
+    pub(super) fn new(mut it: I, overhead: f64, per_token: f64) -> Self {
         let next = it.next();
         Pending {
-            next_t: next.map_or(f64::INFINITY, |r| r.arrival + overhead),
+            next_t: next.map_or(f64::INFINITY, |r| {
+                r.arrival + overhead + per_token * r.prompt as f64
+            }),
             next,
             it,
             overhead,
+            per_token,
         }
     }
 
@@ -32,9 +38,9 @@ impl<I: Iterator<Item = Request>> Pending<I> {
     pub(super) fn pop(&mut self) -> Option<Request> {
         let r = self.next.take();
         self.next = self.it.next();
-        self.next_t = self
-            .next
-            .map_or(f64::INFINITY, |r| r.arrival + self.overhead);
+        self.next_t = self.next.map_or(f64::INFINITY, |r| {
+            r.arrival + self.overhead + self.per_token * r.prompt as f64
+        });
         r
     }
 }

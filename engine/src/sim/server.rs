@@ -75,7 +75,7 @@ pub(crate) fn server<'a>(
 ) -> Box<dyn Server + 'a> {
     with_scheduler!(cfg.server.policy, sched => Box::new(Stepped {
         sim: Sim::new(cfg, sched, expected, drain_horizons),
-        inbox: Inbox::new(cfg.server.overhead_s),
+        inbox: Inbox::new(cfg.server.overhead_s, cfg.server.overhead_per_token_s),
         halt: Halt::Idle,
     }))
 }

@@ -56,15 +56,18 @@ impl<I: Iterator<Item = Request>> Source for Pending<I> {
 pub(crate) struct Inbox {
     q: VecDeque<Request>,
     overhead: f64,
+    /// Front-end delay per prompt token [s] (`ServerConfig::overhead_per_token_s`).
+    per_token: f64,
     /// Prompt + output tokens of the requests in the inbox.
     pub(crate) work_tokens: u64,
 }
 
 impl Inbox {
-    pub(crate) fn new(overhead: f64) -> Inbox {
+    pub(crate) fn new(overhead: f64, per_token: f64) -> Inbox {
         Inbox {
             q: VecDeque::new(),
             overhead,
+            per_token,
             work_tokens: 0,
         }
     }
@@ -86,9 +89,9 @@ impl Inbox {
 impl Source for Inbox {
     #[inline]
     fn next_t(&self) -> f64 {
-        self.q
-            .front()
-            .map_or(f64::INFINITY, |r| r.arrival + self.overhead)
+        self.q.front().map_or(f64::INFINITY, |r| {
+            r.arrival + self.overhead + self.per_token * r.prompt as f64
+        })
     }
 
     #[inline]
