@@ -7,6 +7,7 @@
 //! scaled by 1/λ: **common random numbers** across every configuration of a sweep.
 
 mod arrivals;
+pub mod import;
 mod lengths;
 
 pub use arrivals::{ArrivalProcess, TraceRequest};

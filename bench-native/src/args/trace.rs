@@ -2,6 +2,8 @@
 //! workload JSON of `run --workload` (one loader for both).
 
 use anyhow::Context;
+use clap::ValueEnum;
+use engine::workload::import::{self, BlockIds, ImportedTrace, Skipped, TraceFormat};
 use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -44,6 +46,41 @@ pub fn parse_workload(text: &str) -> Result<Workload, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
+/// The format of `--trace FILE` (`--trace-format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormatArg {
+    /// A JSON list of requests or arrival times, or a workload JSON.
+    Json,
+    /// Mooncake JSONL.
+    Mooncake,
+    /// BurstGPT CSV.
+    Burstgpt,
+    /// Azure LLM inference CSV.
+    Azure,
+}
+
+impl TraceFormatArg {
+    fn imported(self) -> Option<TraceFormat> {
+        match self {
+            TraceFormatArg::Json => None,
+            TraceFormatArg::Mooncake => Some(TraceFormat::Mooncake),
+            TraceFormatArg::Burstgpt => Some(TraceFormat::BurstGpt),
+            TraceFormatArg::Azure => Some(TraceFormat::Azure),
+        }
+    }
+}
+
+/// What importing a real trace found besides its requests.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Imported {
+    pub format: TraceFormat,
+    pub skipped: Skipped,
+    /// Mooncake's prompt block ids, index-aligned with the requests.
+    pub blocks: Option<BlockIds>,
+    /// Time to parse [s].
+    pub took_s: f64,
+}
+
 /// The arrivals of a `--trace` file, and what else the file fixes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceFile {
@@ -52,9 +89,100 @@ pub struct TraceFile {
     /// A workload file's length distribution (used with timestamps, unless --lengths).
     pub lengths: Option<LengthDist>,
     pub max_model_len: Option<u32>,
+    /// A Mooncake, BurstGPT or Azure trace: what the import found.
+    pub imported: Option<Imported>,
 }
 
 impl TraceFile {
+    /// Reads `path` in `format`, or in the format its first line shows (a Mooncake JSON
+    /// object, a BurstGPT or Azure CSV header), else as JSON ([`TraceFile::read`]).
+    ///
+    /// # Errors
+    /// Unreadable file; the import's error with its line; as [`TraceFile::parse`].
+    pub fn read_as(path: &Path, format: Option<TraceFormatArg>) -> anyhow::Result<TraceFile> {
+        let shown = path.display().to_string();
+        let size = std::fs::metadata(path)
+            .with_context(|| format!("reading --trace {shown}"))?
+            .len();
+        if size > import::MAX_TRACE_BYTES as u64 {
+            anyhow::bail!(
+                "--trace {shown}: {size} bytes, over the limit of {} bytes (256 MiB); cut the \
+                 trace into parts",
+                import::MAX_TRACE_BYTES
+            );
+        }
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading --trace {shown}"))?;
+        TraceFile::parse_as(&text, &shown, format)
+    }
+
+    /// [`TraceFile::read_as`] on the file's text.
+    ///
+    /// # Errors
+    /// As [`TraceFile::read_as`].
+    pub fn parse_as(
+        text: &str,
+        shown: &str,
+        format: Option<TraceFormatArg>,
+    ) -> anyhow::Result<TraceFile> {
+        let format = match format {
+            Some(f) => f.imported(),
+            None => TraceFormat::detect(text),
+        };
+        let Some(format) = format else {
+            return TraceFile::parse(text, shown);
+        };
+        let t0 = std::time::Instant::now();
+        let t: ImportedTrace = import::import(text, format)
+            .with_context(|| format!("--trace {shown} ({format} trace)"))?;
+        let took_s = t0.elapsed().as_secs_f64();
+        let w = Workload {
+            arrivals: ArrivalProcess::Trace {
+                requests: t.requests,
+            },
+            ..Workload::default()
+        };
+        w.validate().with_context(|| format!("--trace {shown}"))?;
+        Ok(TraceFile {
+            arrivals: w.arrivals,
+            lengths: None,
+            max_model_len: None,
+            imported: Some(Imported {
+                format,
+                skipped: t.skipped,
+                blocks: t.blocks,
+                took_s,
+            }),
+        })
+    }
+
+    /// What to tell the user about an imported trace: its requests, the lines skipped and
+    /// why, and how long the import took.
+    pub fn import_note(&self) -> Option<String> {
+        let i = self.imported.as_ref()?;
+        let n = match &self.arrivals {
+            ArrivalProcess::Trace { requests } => requests.len(),
+            _ => 0,
+        };
+        let mut skipped = Vec::new();
+        if i.skipped.failed > 0 {
+            skipped.push(format!("{} failed requests (0 response tokens)", i.skipped.failed));
+        }
+        if i.skipped.blank > 0 {
+            skipped.push(format!("{} blank lines", i.skipped.blank));
+        }
+        let skipped = if skipped.is_empty() {
+            "no lines skipped".to_string()
+        } else {
+            format!("skipped {}", skipped.join(" and "))
+        };
+        Some(format!(
+            "imported {n} requests from a {} trace in {:.1} ms; {skipped}",
+            i.format,
+            i.took_s * 1e3
+        ))
+    }
+
     /// Reads a JSON list of requests (`[{"arrival", "prompt", "output"}, …]`, as `validate`
     /// writes), a JSON list of arrival times [s], or a workload JSON whose arrivals are a
     /// trace or timestamps.
@@ -87,6 +215,7 @@ impl TraceFile {
                 arrivals: w.arrivals,
                 lengths: None,
                 max_model_len: None,
+                imported: None,
             })
         };
         if let Ok(requests) = serde_json::from_str::<Vec<TraceRequest>>(text) {
@@ -110,6 +239,7 @@ impl TraceFile {
                     arrivals: w.arrivals,
                     lengths: Some(w.lengths),
                     max_model_len: w.max_model_len,
+                    imported: None,
                 })
             }
             _ => anyhow::bail!(

@@ -442,3 +442,22 @@ proptest! {
         }
     }
 }
+
+#[cfg(not(target_arch = "wasm32"))]
+proptest! {
+    /// The fast reader and serde agree on every line.
+    #[test]
+    fn fast_mooncake_lines_read_as_serde_does(
+        line in prop_oneof![
+            "\\{ ?\"timestamp\": ?-?[0-9]{1,6}(\\.[0-9]{1,3})?, ?\"input_length\": ?-?[0-9]{1,5}, ?\"output_length\": ?[0-9]{1,4}, ?\"hash_ids\": ?\\[([0-9]{1,4}(, ?)?){0,4}\\] ?\\}",
+            "[{}\" :,\\[\\]0-9a-z_.\\-]{0,80}",
+        ]
+    ) {
+        let fast = mooncake::parse_with(&line, true);
+        let serde = mooncake::parse_with(&line, false);
+        prop_assert_eq!(fast.is_ok(), serde.is_ok(), "{:?} vs {:?}", fast, serde);
+        if let (Ok(a), Ok(b)) = (fast, serde) {
+            prop_assert_eq!(a, b);
+        }
+    }
+}
