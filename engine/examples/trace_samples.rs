@@ -90,7 +90,13 @@ fn mooncake(n: usize, seed: u64) -> ImportedTrace {
 }
 
 /// Requests from the engine's own generator: gamma arrivals, lognormal lengths.
-fn generated(rate: f64, burstiness: f64, lengths: LengthDist, n: usize, seed: u64) -> Vec<TraceRequest> {
+fn generated(
+    rate: f64,
+    burstiness: f64,
+    lengths: LengthDist,
+    n: usize,
+    seed: u64,
+) -> Vec<TraceRequest> {
     let w = Workload {
         arrivals: ArrivalProcess::Gamma { rate, burstiness },
         lengths,
@@ -123,7 +129,8 @@ fn burstgpt(n: usize, seed: u64) -> String {
         n,
         seed,
     );
-    let mut s = String::from("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n");
+    let mut s =
+        String::from("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n");
     for (i, r) in reqs.iter().enumerate() {
         let model = if i % 5 == 0 { "GPT-4" } else { "ChatGPT" };
         let out = if i % 16 == 15 { 0 } else { r.output };
@@ -179,7 +186,10 @@ fn main() {
     let dir = flag("--out").unwrap_or_else(|| "data/traces".into());
     std::fs::create_dir_all(&dir).expect("creating the output directory");
     let files = [
-        ("mooncake-sample.jsonl", import::render(&mooncake(300, 1), TraceFormat::Mooncake)),
+        (
+            "mooncake-sample.jsonl",
+            import::render(&mooncake(300, 1), TraceFormat::Mooncake),
+        ),
         ("burstgpt-sample.csv", burstgpt(300, 2)),
         ("azure-sample.csv", azure(300, 3)),
     ];

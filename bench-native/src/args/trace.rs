@@ -166,7 +166,10 @@ impl TraceFile {
         };
         let mut skipped = Vec::new();
         if i.skipped.failed > 0 {
-            skipped.push(format!("{} failed requests (0 response tokens)", i.skipped.failed));
+            skipped.push(format!(
+                "{} failed requests (0 response tokens)",
+                i.skipped.failed
+            ));
         }
         if i.skipped.blank > 0 {
             skipped.push(format!("{} blank lines", i.skipped.blank));
