@@ -508,6 +508,7 @@ impl Params {
             arrivals,
             lengths,
             max_model_len: None,
+            shared: None,
         }
     }
 

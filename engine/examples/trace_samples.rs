@@ -101,6 +101,7 @@ fn generated(
         arrivals: ArrivalProcess::Gamma { rate, burstiness },
         lengths,
         max_model_len: None,
+        shared: None,
     };
     w.stream(seed, 1e9)
         .expect("valid workload")
