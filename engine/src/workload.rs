@@ -456,6 +456,12 @@ mod tests {
     }
 
     #[test]
+    fn a_request_stays_32_bytes() {
+        // The event loop moves requests by value: the shared-token labels fit the padding.
+        assert_eq!(std::mem::size_of::<Request>(), 32);
+    }
+
+    #[test]
     fn cap_applies() {
         let w = Workload {
             max_model_len: Some(300),
