@@ -518,6 +518,7 @@ impl Params {
                 arrivals,
                 lengths,
                 max_model_len: None,
+                shared: None,
             },
         )
     }

@@ -240,6 +240,7 @@ fn measure(
             output: 1,
         },
         max_model_len: None,
+        shared: None,
     };
     c.horizon_s = 1e6;
     c.timeout = Duration::from_secs(60);

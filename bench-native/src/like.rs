@@ -239,6 +239,7 @@ pub fn send_times(b: &Benchmark, seed: u64) -> Vec<f64> {
             output: 1,
         },
         max_model_len: None,
+        shared: None,
     };
     // Far past the N-th arrival: the stream stops at N, not at the horizon.
     let horizon = (n as f64 / b.rate) * 1e3 + 1e3;
@@ -287,6 +288,7 @@ pub fn sim_config(b: &Benchmark, base: &SimConfig, seed: u64) -> SimConfig {
             output: 1,
         },
         max_model_len: base.workload.max_model_len,
+        shared: None,
     };
     c.end = EndRule::Drain;
     // Arrivals end with the trace; a horizon past the last send lets every request in.

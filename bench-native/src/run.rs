@@ -302,6 +302,7 @@ impl TryFrom<&RunArgs> for RunConfig {
                     arrivals,
                     lengths,
                     max_model_len: a.max_model_len,
+                    shared: None,
                 }
             }
         };

@@ -45,6 +45,7 @@ fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimC
             arrivals: ArrivalProcess::Poisson { rate },
             lengths,
             max_model_len: None,
+            shared: None,
         },
         server: ServerConfig {
             policy,

@@ -156,6 +156,7 @@ impl Params {
                 .or_else(|| t.lengths.clone())
                 .unwrap_or(page.lengths),
             max_model_len: t.max_model_len,
+            shared: page.shared,
         }
     }
 

@@ -3,7 +3,8 @@
 //! checked `SimConfig` for one grid point.
 
 use super::limits::{self, Limits, Scope};
-use super::trace::{read_trace, TraceFile};
+use super::trace::TraceFile;
+pub use super::trace::TraceFormatArg;
 use super::{load_cost, roofline, ArgError, PointFlags};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -132,6 +133,17 @@ pub struct ModelArgs {
     /// preset's).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Format of --trace FILE (default: detected from its first line): `json` (the lists
+    /// and workloads above), `mooncake` (JSONL: `timestamp` [ms], `input_length`,
+    /// `output_length`, `hash_ids`), `burstgpt` (CSV: `Timestamp` [s], `Request tokens`,
+    /// `Response tokens`; rows with 0 response tokens are failed requests, skipped and
+    /// counted) or `azure` (CSV: `TIMESTAMP` date and time, `ContextTokens`,
+    /// `GeneratedTokens`). Time 0 is the first line's timestamp.
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "trace")]
+    pub trace_format: Option<TraceFormatArg>,
+    /// The trace read once for every grid point.
+    #[arg(skip)]
+    pub trace_read: std::sync::OnceLock<TraceFile>,
     /// Cost model: `reference`, `a10g` (the measured vLLM/A10G table),
     /// `roofline:GPU:MODEL[:MEM_UTIL[:TP]]` (e.g. `roofline:H100:Llama-3.1-8B:0.9:1`; sets the KV
     /// capacity too unless --kv is given), or a JSON file of a CostModel (from `bench-native fit`:
@@ -277,7 +289,17 @@ impl ModelArgs {
     /// # Errors
     /// The file cannot be read or is not a trace.
     pub fn trace_file(&self) -> anyhow::Result<Option<TraceFile>> {
-        self.trace.as_deref().map(read_trace).transpose()
+        let Some(path) = self.trace.as_deref() else {
+            return Ok(None);
+        };
+        if let Some(t) = self.trace_read.get() {
+            return Ok(Some(t.clone()));
+        }
+        let t = TraceFile::read_as(path, self.trace_format)?;
+        if let Some(note) = t.import_note() {
+            eprintln!("{note}");
+        }
+        Ok(Some(self.trace_read.get_or_init(|| t).clone()))
     }
 
     /// The configuration at one grid point, every value checked against the flag it came

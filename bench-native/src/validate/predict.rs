@@ -35,6 +35,7 @@ pub(super) fn trace(args: &ValidateArgs, rate: f64, cap: u32) -> anyhow::Result<
         arrivals: ArrivalProcess::Poisson { rate },
         lengths: scaled_sharegpt(args.scale),
         max_model_len: Some(cap),
+        shared: None,
     };
     let horizon = args.requests as f64 / rate * 4.0 + 60.0;
     Ok(w.stream(args.seed, horizon)?
@@ -65,6 +66,7 @@ fn sim_config(
             output: 1,
         },
         max_model_len: None,
+        shared: None,
     };
     // The named server models (engine::config): what each server's scheduler does.
     c.server = if m.block_size <= 1 {
@@ -121,6 +123,7 @@ pub(super) fn capacity(
         arrivals: ArrivalProcess::Poisson { rate: 1e6 },
         lengths: scaled_sharegpt(args.scale),
         max_model_len: Some(cap),
+        shared: None,
     };
     let t: Vec<TraceRequest> = burst
         .stream(args.seed, 1.0)?

@@ -185,6 +185,7 @@ fn measure_rounds(
                     output: 1,
                 },
                 max_model_len: None,
+                shared: None,
             };
             rc.seed = args.seed;
             rc.horizon_s = 1e6;

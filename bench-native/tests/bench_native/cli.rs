@@ -446,3 +446,60 @@ fn microbench_refuses_a_timeout_that_is_no_time() {
         );
     }
 }
+
+/// The shipped samples of `data/traces/` import by their columns, detected or named with
+/// `--trace-format`, and a broken line is named.
+#[test]
+fn real_trace_formats_import_by_their_columns() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/traces");
+    for (file, format, requests) in [
+        ("mooncake-sample.jsonl", "mooncake", 300),
+        ("burstgpt-sample.csv", "burstgpt", 282),
+        ("azure-sample.csv", "azure", 300),
+    ] {
+        let path = data.join(file);
+        let path = path.to_str().unwrap();
+        let detected = simulate_config(&["--trace", path, "--preset", "vllm"]).unwrap();
+        let named = simulate_config(&[
+            "--trace",
+            path,
+            "--trace-format",
+            format,
+            "--preset",
+            "vllm",
+        ])
+        .unwrap();
+        assert_eq!(detected, named, "{file}");
+        let engine::workload::ArrivalProcess::Trace { requests: r } = &named.workload.arrivals
+        else {
+            panic!("{file}: not a trace")
+        };
+        assert_eq!(r.len(), requests, "{file}");
+        let s = engine::sim::simulate(&named).unwrap().summary;
+        assert_eq!(s.arrivals, requests as u64, "{file}");
+    }
+    // A BurstGPT file read as Azure: its missing column, on the header line.
+    let burst = data.join("burstgpt-sample.csv");
+    let e = simulate_error(&[
+        "--trace",
+        burst.to_str().unwrap(),
+        "--trace-format",
+        "azure",
+    ]);
+    assert!(e.contains("line 1: missing column `TIMESTAMP`"), "{e}");
+    let dir = std::env::temp_dir().join(format!("kvq-formats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 2, \"hash_ids\": [1, 2]}\n\
+         {\"timestamp\": 9, \"input_length\": 600, \"output_length\": 2, \"hash_ids\": [1]}\n",
+    )
+    .unwrap();
+    let e = simulate_error(&["--trace", bad.to_str().unwrap()]);
+    assert!(
+        e.contains("(mooncake trace): line 2: 1 hash_ids for input_length 600; expected 2"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -129,6 +129,7 @@ fn config(url: &str, name: &str, arrivals: ArrivalProcess, output: u32) -> RunCo
         arrivals,
         lengths: LengthDist::Fixed { prompt: 64, output },
         max_model_len: None,
+        shared: None,
     };
     cfg.metrics_interval = None;
     cfg.use_tokenizer = false;

@@ -206,6 +206,7 @@ fn a_bench_native_run_folder_is_simulated_from_its_own_seed() {
             output: 16,
         },
         max_model_len: None,
+        shared: None,
     };
     let reqs = workload.generate(7, 1e6).unwrap();
     let rows: Vec<RequestRow> = reqs

@@ -38,6 +38,7 @@ fn config(url: &str, out: &Path, rate: f64, n: usize, prompt: u32, output: u32) 
         arrivals: ArrivalProcess::Poisson { rate },
         lengths: LengthDist::Fixed { prompt, output },
         max_model_len: None,
+        shared: None,
     };
     c.max_requests = Some(n);
     c.horizon_s = 1e6;

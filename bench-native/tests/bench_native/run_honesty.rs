@@ -146,6 +146,7 @@ fn config(url: &str, name: &str, n: usize) -> RunConfig {
             output: 4,
         },
         max_model_len: None,
+        shared: None,
     };
     cfg.max_requests = Some(n);
     cfg.warmup_requests = 0;

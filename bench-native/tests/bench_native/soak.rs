@@ -63,6 +63,7 @@ fn config(url: &str, out: &Path, arrivals: ArrivalProcess, n: usize) -> RunConfi
             output: 32,
         },
         max_model_len: None,
+        shared: None,
     };
     c.max_requests = Some(n);
     c.horizon_s = 1e6;

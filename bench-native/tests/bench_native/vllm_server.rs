@@ -80,6 +80,7 @@ fn workload(rate: f64) -> Workload {
             output: OUTPUT,
         },
         max_model_len: None,
+        shared: None,
     }
 }
 

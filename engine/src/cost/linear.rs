@@ -211,6 +211,7 @@ mod tests {
                     output: 1,
                 },
                 max_model_len: None,
+                shared: None,
             };
             cfg.cost = CostModel::Linear(LinearCost {
                 beta0: 0.005,

@@ -336,6 +336,7 @@ mod tests {
                 output: 1,
             },
             max_model_len: None,
+            shared: None,
         };
         cfg.cost = CostModel::Ubatch(UbatchCost {
             ubatch: vec![(1.0, 0.010), (2.0, 0.012), (3.0, 0.014), (64.0, 0.1)],

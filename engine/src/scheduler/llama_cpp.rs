@@ -180,6 +180,7 @@ mod tests {
                 output: 1,
             },
             max_model_len: None,
+            shared: None,
         };
         cfg.first_token = FirstToken::AfterPrefill;
         cfg.end = EndRule::Drain;

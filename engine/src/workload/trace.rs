@@ -343,11 +343,13 @@ fn parse_workload(text: &str) -> Result<Trace, TraceError> {
         arrivals,
         lengths,
         max_model_len,
+        ..
     } = w;
     let rest = Workload {
         arrivals: ArrivalProcess::Timestamps { times: vec![0.0] },
         lengths: lengths.clone(),
         max_model_len,
+        shared: None,
     };
     rest.validate().map_err(TraceError::Workload)?;
     Ok(Trace {

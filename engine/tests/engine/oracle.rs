@@ -11,6 +11,7 @@ fn mg1_config(pairs: Vec<(u32, u32)>, rate: f64, d: f64, horizon: f64) -> SimCon
             arrivals: ArrivalProcess::Poisson { rate },
             lengths: LengthDist::Empirical { pairs },
             max_model_len: None,
+            shared: None,
         },
         server: ServerConfig {
             policy: Policy::Serial,
@@ -112,6 +113,7 @@ fn oracle_erlang_b_reserve_loss() {
                 output: out - 1,
             },
             max_model_len: None,
+            shared: None,
         },
         server: ServerConfig {
             policy: Policy::Continuous,

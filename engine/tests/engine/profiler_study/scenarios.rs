@@ -104,6 +104,7 @@ pub fn config_with_cost(variant: Variant, trace: &[TraceRequest], cost: CostMode
             output: 1,
         },
         max_model_len: None,
+        shared: None,
     };
     cfg.server = ServerConfig {
         policy,
@@ -145,6 +146,7 @@ pub fn poisson_trace(rate: f64, n: usize, lengths: LengthDist, seed: u64) -> Vec
         arrivals: ArrivalProcess::Poisson { rate },
         lengths,
         max_model_len: None,
+        shared: None,
     };
     w.generate(seed, 10.0 * n as f64 / rate)
         .expect("valid workload")
