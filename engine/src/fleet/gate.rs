@@ -14,10 +14,22 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// A free-slot instant, ordered as a number (instants are finite and ≥ 0).
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[derive(Clone, Copy, Debug)]
 struct At(f64);
 
+impl PartialEq for At {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
 impl Eq for At {}
+
+impl PartialOrd for At {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Ord for At {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
