@@ -283,6 +283,9 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One fleet run of a sweep: its configuration and (rate, B, K, seed).
+pub type FleetRun = (engine::fleet::FleetConfig, (f64, u32, u64, u64));
+
 /// Every checked fleet of the grid (shard `shard`), in grid order, with its point.
 ///
 /// # Errors
@@ -291,7 +294,7 @@ pub fn fleet_runs(
     fleet: &args::Fleet,
     spec: &SweepSpec,
     shard: Option<Shard>,
-) -> anyhow::Result<Vec<(engine::fleet::FleetConfig, (f64, u32, u64, u64))>> {
+) -> anyhow::Result<Vec<FleetRun>> {
     let all = spec.points();
     let idx: Vec<usize> = match shard {
         Some((i, n)) => spec.shard_points(i, n),
@@ -329,7 +332,7 @@ fn execute_fleet(
     use rayon::prelude::*;
     let runs = fleet_runs(fleet, spec, shard)?;
     let t = Instant::now();
-    let one = |(cfg, p): &(engine::fleet::FleetConfig, (f64, u32, u64, u64))| {
+    let one = |(cfg, p): &FleetRun| {
         let stream = cfg
             .base
             .workload

@@ -72,9 +72,11 @@ struct FleetFile {
 #[derive(Clone, Debug)]
 pub struct Fleet {
     pub router: RouterKind,
-    /// (where the group came from, for messages; its flags; its batch and KV if set; count)
-    groups: Vec<(String, ModelArgs, Option<u32>, Option<u64>, u32)>,
+    groups: Vec<GroupArgs>,
 }
+
+/// (where the group came from, for messages; its flags; its batch and KV if set; count)
+type GroupArgs = (String, ModelArgs, Option<u32>, Option<u64>, u32);
 
 fn router(name: &str, what: &str) -> Result<RouterKind, ArgError> {
     RouterKind::parse(name).ok_or_else(|| {
@@ -268,9 +270,6 @@ impl Fleet {
     }
 }
 
-fn m_limits(
-    groups: &[(String, ModelArgs, Option<u32>, Option<u64>, u32)],
-    scope: Scope,
-) -> engine::limits::Limits {
+fn m_limits(groups: &[GroupArgs], scope: Scope) -> engine::limits::Limits {
     groups[0].1.work_limits(scope)
 }
