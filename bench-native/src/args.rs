@@ -12,6 +12,7 @@
 //! refuses a command beyond `--max-requests` with the estimate.
 
 pub mod cost;
+pub mod fleet;
 pub mod grid;
 pub mod like;
 pub mod limits;
@@ -19,6 +20,7 @@ pub mod model;
 pub mod trace;
 
 pub use cost::{load_cost, roofline, Overheads};
+pub use fleet::{Fleet, FleetArgs};
 pub use grid::{Grid, GridArgs, GridDefaults, Seeds};
 pub use model::{
     check_point, ArrivalArg, KvModeArg, LengthsArg, ModelArgs, Point, PolicyArg, Preset,

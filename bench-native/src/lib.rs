@@ -4,6 +4,7 @@ pub mod cli;
 pub mod client;
 pub mod compare;
 pub mod fit;
+pub mod fleet;
 pub mod like;
 pub mod microbench;
 pub mod prom;

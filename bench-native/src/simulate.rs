@@ -2,7 +2,7 @@
 //! table (or JSON), optionally with the per-request CSV.
 
 use crate::args::limits::{Limits, Scope};
-use crate::args::{self, ModelArgs, Point, SINGLE};
+use crate::args::{self, FleetArgs, ModelArgs, Point, SINGLE};
 use anyhow::Context;
 use clap::Args;
 use engine::config::{Admission, SimConfig};
@@ -25,7 +25,13 @@ use std::path::PathBuf;
     bench-native simulate --rate 8 --batch 16 --kv 16384 --horizon 20000000 --max-requests 200000000   # past the default limit\n  \
     bench-native simulate --rate 20000 --horizon 1 --drain --kv-mode paged --max-drain-horizons 5000   # a drain longer than the default cap\n  \
     bench-native simulate --like vllm-result.json --preset vllm-v1 --batch 8 --kv 24576 --block-size 128 --budget 2048 --cost fit.json\n  \
-    bench-native simulate --like runs/r2 --preset llama-cpp --batch 4 --kv 8192 --budget 512 --cost fit.json --format csv")]
+    bench-native simulate --like runs/r2 --preset llama-cpp --batch 4 --kv 8192 --budget 512 --cost fit.json --format csv\n\n\
+Fleets (--rate is the whole fleet's; routers: round_robin|rr, random, least_outstanding|lor|least_conn|leastconn,\n\
+least_tokens|jsq, power_of_D|p2c, kv_aware|kv):\n  \
+    bench-native simulate --rate 16 --batch 8 --kv 8192 --replicas 4 --router least_outstanding\n  \
+    bench-native simulate --preset vllm-v1 --batch 8 --kv 768 --rate 20 --replicas 8 --router kv_aware\n  \
+    bench-native simulate --rate 1000 --batch 32 --kv 65536 --horizon 3600 --replicas 64 --router p2c   # 3.6 M requests\n  \
+    bench-native simulate --rate 10 --fleet fleet.json --json   # mixed replicas (docs/model.md, \"Fleet files\")")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s] (default 1; not with --trace).
     #[arg(long)]
@@ -40,6 +46,8 @@ pub struct SimulateArgs {
     pub seed: u64,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
     /// Threshold (DP) admission: the reference chain's threshold n* for this p99 TTFT
     /// target [s] (admit while fewer than n* are in the system, so every admitted request's
     /// predicted p99 TTFT meets it); n* is printed. Reference-mode configurations.
@@ -217,6 +225,9 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     if let Some(path) = a.like.clone() {
         return execute_like(&a, &path);
     }
+    if a.fleet.is_fleet() {
+        return execute_fleet(a);
+    }
     let cfg = a.config()?;
     if let Admission::MaxInSystem { max_in_system } = cfg.server.admission {
         if a.dp_slo.is_some() {
@@ -246,6 +257,91 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     }
     for w in warnings(&cfg, &rep.summary)? {
         eprintln!("{w}");
+    }
+    Ok(())
+}
+
+/// The validated fleet of `--replicas`/`--fleet` (None without them).
+///
+/// # Errors
+/// As [`SimulateArgs::config`] and [`FleetArgs::resolve`]; `--dp-slo` with a fleet.
+pub fn fleet_config(a: &SimulateArgs) -> anyhow::Result<Option<engine::fleet::FleetConfig>> {
+    let Some(fleet) = a.fleet.resolve(&a.model)? else {
+        return Ok(None);
+    };
+    if a.dp_slo.is_some() {
+        return Err(args::ArgError::Conflict(
+            "--dp-slo is a one-server threshold: it does not apply to --replicas or --fleet \
+             (give each replica --max-in-system instead)"
+                .into(),
+        )
+        .into());
+    }
+    let base = a.config()?;
+    let point = Point {
+        rate: a.rate.unwrap_or(1.0),
+        batch: a.batch,
+        kv: a.kv.unwrap_or(base.server.kv_tokens),
+        seed: a.seed,
+    };
+    Ok(Some(fleet.config(&base, point, SINGLE, Scope::Run)?))
+}
+
+fn execute_fleet(a: SimulateArgs) -> anyhow::Result<()> {
+    let cfg = fleet_config(&a)?.expect("a fleet was asked for");
+    let expected = cfg.base.expected_requests();
+    let requests = cfg
+        .base
+        .workload
+        .stream(cfg.base.seed, cfg.base.horizon_s)?;
+    let bar = indicatif::ProgressBar::new(expected as u64);
+    if expected > PROGRESS_ABOVE {
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulate fleet [{bar:30}] {pos}/~{len} requests {elapsed_precise} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+    } else {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let requests = Ticking {
+        inner: requests,
+        n: 0,
+        expected: expected as usize,
+        bar: bar.clone(),
+    };
+    let t = std::time::Instant::now();
+    let rep = crate::fleet::run(&cfg, requests);
+    let took = t.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    if let Some(path) = &a.records {
+        let mut s = String::from(engine::sweep::RECORD_COLUMNS);
+        s.push('\n');
+        s.push_str(&engine::sweep::records_csv(&rep.records, ""));
+        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if a.json {
+        let j = crate::fleet::FleetJson::new(&cfg, &rep);
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        print!("{}", summary_table(&rep.summary));
+        print!("{}", crate::fleet::replica_table(&cfg, &rep));
+    }
+    let arrivals: u64 = rep.replicas.iter().map(|r| r.stats.arrivals).sum();
+    eprintln!(
+        "simulated {arrivals} requests on {} replicas ({}) in {:.1} ms ({:.2} M requests/s)",
+        rep.replicas.len(),
+        cfg.router.name(),
+        took * 1e3,
+        arrivals as f64 / took.max(1e-9) / 1e6
+    );
+    for w in warnings(&cfg.base, &rep.summary)? {
+        eprintln!("{w}");
+    }
+    if rep.unstable {
+        eprintln!("warning: a replica's drained run stopped at its cap: the fleet is overloaded");
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `bench-native sweep` and `merge`: grids of simulations written to `results/`.
 
 use crate::args::limits::{self, Limits, Scope};
-use crate::args::{self, GridArgs, GridDefaults, ModelArgs};
+use crate::args::{self, FleetArgs, GridArgs, GridDefaults, ModelArgs};
 use anyhow::Context;
 use clap::Args;
 use engine::metrics::Summary;
@@ -27,13 +27,18 @@ Examples:\n  \
     bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600\n  \
     bench-native sweep --max-in-system 8 --out /tmp/threshold   # threshold admission at every grid point\n  \
     bench-native sweep --trace results/validate_llama/sim/trace-2.5.json --preset llama-cpp --batches 2,4 --kv 8192 --budget 512 --out /tmp/trace\n  \
-    bench-native sweep --horizon 100000 --max-requests 1000000000 --out /tmp/long   # past the default limit"
+    bench-native sweep --horizon 100000 --max-requests 1000000000 --out /tmp/long   # past the default limit\n\n\
+Fleets (--rates are the whole fleet's; writes fleet_summary.csv and fleet_replicas.csv instead):\n  \
+    bench-native sweep --rates 8,16,24 --batches 8 --kv 8192 --seeds 0-4 --replicas 4 --router jsq --out /tmp/fleet\n  \
+    bench-native sweep --rates 10,20 --batches 8 --kv 8192 --fleet fleet.json --out /tmp/mixed"
 )]
 pub struct SweepArgs {
     #[command(flatten)]
     pub grid: GridArgs,
     #[command(flatten)]
     pub model: ModelArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
     /// Output directory.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
@@ -168,6 +173,9 @@ pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> 
 pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     let threads = args::threads(a.threads)?;
     let (spec, shard, runs) = spec(&a)?;
+    if let Some(fleet) = a.fleet.resolve(&a.model)? {
+        return execute_fleet(&a, &fleet, &spec, shard, threads);
+    }
     // all runs were checked above, by the shard's share
     let work = Limits {
         max_requests_per_sweep: f64::INFINITY,
@@ -271,6 +279,101 @@ pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
         "sweep: {runs} runs ({simulated} simulated, {} reused), {requests} requests in {secs:.3} s on {threads} thread(s) ({:.2} M requests/s)",
         runs - simulated,
         requests as f64 / secs / 1e6
+    );
+    Ok(())
+}
+
+/// One fleet run of a sweep: its configuration and (rate, B, K, seed).
+pub type FleetRun = (engine::fleet::FleetConfig, (f64, u32, u64, u64));
+
+/// Every checked fleet of the grid (shard `shard`), in grid order, with its point.
+///
+/// # Errors
+/// The first grid point a replica or the fleet is refused at.
+pub fn fleet_runs(
+    fleet: &args::Fleet,
+    spec: &SweepSpec,
+    shard: Option<Shard>,
+) -> anyhow::Result<Vec<FleetRun>> {
+    let all = spec.points();
+    let idx: Vec<usize> = match shard {
+        Some((i, n)) => spec.shard_points(i, n),
+        None => (0..all.len()).collect(),
+    };
+    let mut out = Vec::new();
+    for j in idx {
+        let (r, b, k) = all[j];
+        for &seed in &spec.seeds {
+            let base = spec.config(r, b, k, seed);
+            let p = args::Point {
+                rate: r,
+                batch: b,
+                kv: k,
+                seed,
+            };
+            let cfg = fleet
+                .config(&base, p, args::LISTS, Scope::Sweep)
+                .with_context(|| {
+                    format!("at --rates {r:?} --batches {b} --kv {k} --seeds {seed}")
+                })?;
+            out.push((cfg, (r, b, k, seed)));
+        }
+    }
+    Ok(out)
+}
+
+fn execute_fleet(
+    a: &SweepArgs,
+    fleet: &args::Fleet,
+    spec: &SweepSpec,
+    shard: Option<Shard>,
+    threads: usize,
+) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    let runs = fleet_runs(fleet, spec, shard)?;
+    let t = Instant::now();
+    let one = |(cfg, p): &FleetRun| {
+        let stream = cfg
+            .base
+            .workload
+            .stream(cfg.base.seed, cfg.base.horizon_s)?;
+        let rep = crate::fleet::run(cfg, stream);
+        Ok::<_, anyhow::Error>((
+            crate::fleet::summary_row(cfg, &rep, *p),
+            crate::fleet::replica_rows(&rep, *p),
+            rep.summary.arrivals,
+        ))
+    };
+    let rows: Vec<(String, String, u64)> = if threads == 1 {
+        runs.iter().map(one).collect::<anyhow::Result<_>>()?
+    } else {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?
+            .install(|| runs.par_iter().map(one).collect::<anyhow::Result<_>>())?
+    };
+    let secs = t.elapsed().as_secs_f64();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut summary = format!("{}\n", crate::fleet::SUMMARY_COLUMNS);
+    let mut replicas = format!("{}\n", crate::fleet::REPLICA_COLUMNS);
+    let mut requests = 0;
+    for (s, r, n) in &rows {
+        summary += s;
+        summary.push('\n');
+        replicas += r;
+        requests += n;
+    }
+    let sp = a.out.join("fleet_summary.csv");
+    let rp = a.out.join("fleet_replicas.csv");
+    std::fs::write(&sp, summary).with_context(|| format!("writing {}", sp.display()))?;
+    std::fs::write(&rp, replicas).with_context(|| format!("writing {}", rp.display()))?;
+    eprintln!("wrote {} and {}", sp.display(), rp.display());
+    println!(
+        "sweep: {} fleet runs of {} replicas ({}), {requests} requests in {secs:.3} s on {threads} thread(s) ({:.2} M requests/s)",
+        rows.len(),
+        fleet.len(),
+        fleet.router.name(),
+        requests as f64 / secs.max(1e-9) / 1e6
     );
     Ok(())
 }

@@ -503,3 +503,230 @@ fn real_trace_formats_import_by_their_columns() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `simulate` with fleet flags: the validated fleet, or the error as printed.
+fn fleet_config(args: &[&str]) -> Result<engine::fleet::FleetConfig, String> {
+    let mut v = vec!["simulate"];
+    v.extend_from_slice(args);
+    let Command::Simulate(a) = parse(&v) else {
+        panic!("not simulate")
+    };
+    bench_native::simulate::fleet_config(&a)
+        .map(|c| c.expect("a fleet"))
+        .map_err(|e| format!("{e:#}"))
+}
+
+fn fleet_file(name: &str, json: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("kvq-fleet-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, json).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn fleet_flags_refuse_what_cannot_run_by_name() {
+    let _cpu = crate::common::cpu_bound();
+    let e = fleet_config(&["--replicas", "0"]).unwrap_err();
+    assert_eq!(e, "--replicas must be at least 1 and at most 4096, got 0");
+    let e = fleet_config(&["--replicas", "2", "--router", "fastest"]).unwrap_err();
+    assert!(
+        e.starts_with("--router fastest: unknown router 'fastest'"),
+        "{e}"
+    );
+    // reserve-mode replicas report reservations, not use
+    let e = fleet_config(&["--replicas", "2", "--router", "kv_aware"]).unwrap_err();
+    assert!(e.contains("kv_aware router needs paged servers"), "{e}");
+    assert!(fleet_config(&["--replicas", "2", "--router", "kv", "--kv-mode", "paged"]).is_ok());
+    let Command::Simulate(a) = parse(&["simulate", "--router", "jsq"]) else {
+        panic!()
+    };
+    let e = format!(
+        "{:#}",
+        bench_native::simulate::fleet_config(&a).unwrap_err()
+    );
+    assert!(e.contains("--router jsq needs a fleet"), "{e}");
+    // fleet files: the field that is wrong, by its place in the file
+    let f = fleet_file(
+        "preset.json",
+        r#"{"replicas":[{"count":1},{"preset":"tgi"}]}"#,
+    );
+    let e = fleet_config(&["--fleet", &f]).unwrap_err();
+    assert!(e.contains("replicas[1].preset: unknown value 'tgi'"), "{e}");
+    assert!(e.contains("vllm-v1"), "{e}");
+    let f = fleet_file(
+        "gpu.json",
+        r#"{"replicas":[{"cost":"roofline:Z9000:Llama-3.1-8B"}]}"#,
+    );
+    let e = fleet_config(&["--fleet", &f]).unwrap_err();
+    assert!(e.contains("replicas[0]") && e.contains("Z9000"), "{e}");
+    let f = fleet_file(
+        "model.json",
+        r#"{"replicas":[{"cost":"roofline:H100:Llama-99B"}]}"#,
+    );
+    let e = fleet_config(&["--fleet", &f]).unwrap_err();
+    assert!(e.contains("replicas[0]") && e.contains("Llama-99B"), "{e}");
+    let f = fleet_file("zero.json", r#"{"replicas":[{"count":0}]}"#);
+    let e = fleet_config(&["--fleet", &f]).unwrap_err();
+    assert!(
+        e.ends_with("replicas[0].count must be at least 1, got 0"),
+        "{e}"
+    );
+    let f = fleet_file("typo.json", r#"{"replicas":[{"cuont":2}]}"#);
+    let e = fleet_config(&["--fleet", &f]).unwrap_err();
+    assert!(e.contains("not a fleet file") && e.contains("cuont"), "{e}");
+    let f = fleet_file("batch.json", r#"{"replicas":[{"batch":0}]}"#);
+    let e = fleet_config(&["--fleet", &f]).unwrap_err();
+    assert!(
+        e.contains("replicas[0]") && e.contains("--batch must be at least 1"),
+        "{e}"
+    );
+    let f = fleet_file("empty.json", r#"{"replicas":[]}"#);
+    assert!(fleet_config(&["--fleet", &f])
+        .unwrap_err()
+        .contains("replicas is empty"));
+}
+
+#[test]
+fn a_fleet_file_builds_mixed_replicas() {
+    let _cpu = crate::common::cpu_bound();
+    let f = fleet_file(
+        "mixed.json",
+        r#"{"router":"p2c","replicas":[
+            {"count":2,"preset":"vllm-v1","batch":16,"kv":4096},
+            {"preset":"llama-cpp","batch":4,"kv":8192,"budget":512,"overhead_ms":3}]}"#,
+    );
+    let c = fleet_config(&["--fleet", &f, "--rate", "4"]).unwrap();
+    assert_eq!(c.router, engine::fleet::RouterKind::PowerOfD { d: 2 });
+    assert_eq!(c.replicas.len(), 3);
+    assert_eq!(c.replicas[0], c.replicas[1]);
+    assert_eq!(c.replicas[0].server.max_batch, 16);
+    assert_eq!(c.replicas[0].server.kv_mode, engine::KvMode::Paged);
+    assert_eq!(c.replicas[2].server.max_batch, 4);
+    assert_eq!(c.replicas[2].server.token_budget, 512);
+    assert!((c.replicas[2].server.overhead_s - 0.003).abs() < 1e-12);
+    // --router wins over the file's
+    let c = fleet_config(&["--fleet", &f, "--router", "rr"]).unwrap();
+    assert_eq!(c.router, engine::fleet::RouterKind::RoundRobin);
+}
+
+/// The binary's stdout with `args`, which must succeed.
+fn stdout_of(args: &[&str]) -> String {
+    let out = Process::new(env!("CARGO_BIN_EXE_bench-native"))
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("start bench-native");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn simulate_prints_a_fleet_and_one_replica_is_the_one_server_run() {
+    let _cpu = crate::common::cpu_bound();
+    let text = stdout_of(&[
+        "simulate",
+        "--rate",
+        "12",
+        "--horizon",
+        "200",
+        "--replicas",
+        "4",
+        "--router",
+        "lor",
+    ]);
+    assert!(text.contains("TTFT mean"), "{text}");
+    assert!(
+        text.contains("router least_outstanding over 4 replicas"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("replica"))
+        .skip(1)
+        .take(4)
+        .collect();
+    let routed: u64 = rows
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let json: serde_json::Value = serde_json::from_str(&stdout_of(&[
+        "simulate",
+        "--rate",
+        "12",
+        "--horizon",
+        "200",
+        "--replicas",
+        "4",
+        "--router",
+        "lor",
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(json["per_replica"].as_array().unwrap().len(), 4);
+    assert_eq!(routed, json["summary"]["arrivals"].as_u64().unwrap());
+    assert!(json["imbalance"].as_f64().unwrap() >= 1.0);
+    // one replica behind any router is the one-server run
+    let one = stdout_of(&["simulate", "--rate", "3", "--horizon", "300", "--json"]);
+    let one: serde_json::Value = serde_json::from_str(&one).unwrap();
+    for r in ["rr", "jsq", "p2c"] {
+        let f: serde_json::Value = serde_json::from_str(&stdout_of(&[
+            "simulate",
+            "--rate",
+            "3",
+            "--horizon",
+            "300",
+            "--json",
+            "--replicas",
+            "1",
+            "--router",
+            r,
+        ]))
+        .unwrap();
+        assert_eq!(f["summary"], one, "{r}");
+    }
+}
+
+#[test]
+fn sweep_writes_one_fleet_row_per_run() {
+    let _cpu = crate::common::cpu_bound();
+    let out = std::env::temp_dir().join(format!("kvq-fleet-sweep-{}", std::process::id()));
+    let o = out.display().to_string();
+    let text = stdout_of(&[
+        "sweep",
+        "--rates",
+        "4,8",
+        "--batches",
+        "8",
+        "--kv",
+        "8192",
+        "--seeds",
+        "0-2",
+        "--horizon",
+        "100",
+        "--replicas",
+        "3",
+        "--router",
+        "random",
+        "--threads",
+        "1",
+        "--out",
+        &o,
+    ]);
+    assert!(
+        text.contains("6 fleet runs of 3 replicas (random)"),
+        "{text}"
+    );
+    let csv = std::fs::read_to_string(out.join("fleet_summary.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 7, "{csv}");
+    assert!(lines[1].starts_with("4.0,8,8192,0,random,3,"), "{csv}");
+    let reps = std::fs::read_to_string(out.join("fleet_replicas.csv")).unwrap();
+    assert_eq!(reps.lines().count(), 1 + 6 * 3, "{reps}");
+    assert!(!out.join("sweep_summary.csv").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
