@@ -23,10 +23,13 @@ use crate::args::{self, GridArgs, GridDefaults, ModelArgs, Seeds};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use engine::analytic::{predict, AnalyticError, ModelKind, Predicted, Prediction};
+use engine::fleet::RouterKind;
 use engine::sweep::{SweepPoint, SweepSpec};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+pub mod fleet;
 
 /// Simulated blocking below this is compared with an absolute error (`docs/model.md`,
 /// Metrics).
@@ -65,7 +68,8 @@ Examples:\n  \
     bench-native compare --name reference_grid --noise-floor 5-204   # + the 5-seed yardstick's own noise\n  \
     bench-native compare --rates 1,3 --batches 8 --kv 4096 --seeds 0 --horizon 200 --out /tmp/cmp\n  \
     bench-native compare --models batching,reference-chain --rates 0.5,1,2,3\n  \
-    bench-native compare --preset vllm --kv-mode paged --rates 1,2,4,8 --batches 16,64 --kv 16384,65536 --name sharegpt_paged"
+    bench-native compare --preset vllm --kv-mode paged --rates 1,2,4,8 --batches 16,64 --kv 16384,65536 --name sharegpt_paged\n  \
+    bench-native compare --fleet --horizon 100   # fleet models vs the fleet simulator → results/fleet/fleet.md"
 )]
 pub struct CompareArgs {
     #[command(flatten)]
@@ -89,7 +93,44 @@ pub struct CompareArgs {
     /// of the expectation makes against this yardstick, i.e. the yardstick's noise floor.
     #[arg(long, value_name = "SEEDS", value_parser = Seeds::parse)]
     pub noise_floor: Option<Seeds>,
+    /// Score the fleet models (`predict_fleet`, batching model per replica) against the
+    /// fleet simulator instead, on --fleet-replicas × --fleet-routers × --fleet-loads with
+    /// one server (--batches, --kv; default B 8, K 8192) and --seeds (default 0-199).
+    #[arg(long)]
+    pub fleet: bool,
+    /// Replica counts of the fleet grid.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    pub fleet_replicas: Vec<u32>,
+    /// Routers of the fleet grid (round_robin, random, least_outstanding, least_tokens,
+    /// power_of_D, kv_aware).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = parse_router,
+        default_value = "round_robin,random,least_outstanding,least_tokens,power_of_2,kv_aware"
+    )]
+    pub fleet_routers: Vec<RouterKind>,
+    /// Loads of the fleet grid, as fractions of the fleet's capacity.
+    #[arg(long, value_delimiter = ',', default_value = "0.3,0.6,0.9")]
+    pub fleet_loads: Vec<f64>,
 }
+
+fn parse_router(s: &str) -> Result<RouterKind, String> {
+    RouterKind::parse(s).ok_or_else(|| {
+        format!(
+            "unknown router {s:?}: use round_robin, random, least_outstanding, least_tokens, \
+             power_of_D (e.g. power_of_2) or kv_aware"
+        )
+    })
+}
+
+/// `compare --fleet`'s default server and seeds (one server; the rate is set per load).
+pub const FLEET_GRID: GridDefaults = GridDefaults {
+    rates: &[1.0],
+    batches: &[8],
+    kv: &[8192],
+    seeds: (0, 199),
+};
 
 /// `compare`'s default grid: 48 configurations of the reference study's.
 pub const DEFAULT_GRID: GridDefaults = GridDefaults {
@@ -559,6 +600,9 @@ pub(crate) fn command_line() -> String {
 
 pub fn execute(a: CompareArgs) -> anyhow::Result<()> {
     let threads = args::threads(a.threads)?;
+    if a.fleet {
+        return execute_fleet(&a, threads);
+    }
     let (spec, seeds_text) = args::sweep_spec(&a.grid, &DEFAULT_GRID, &a.model, true)?;
     let noise_spec = match &a.noise_floor {
         None => None,
@@ -699,6 +743,37 @@ Its time is simulation time per configuration over those seeds (× {threads} thr
         cfg_path.display()
     );
     Ok(())
+}
+
+/// `compare --fleet`.
+fn execute_fleet(a: &CompareArgs, threads: usize) -> anyhow::Result<()> {
+    let (spec, _) = args::sweep_spec(&a.grid, &FLEET_GRID, &a.model, true)?;
+    if spec.max_batches.len() != 1 || spec.kv_tokens.len() != 1 {
+        bail!("--fleet compares one server: give one --batches and one --kv value");
+    }
+    let base = spec.config(
+        spec.rates[0],
+        spec.max_batches[0],
+        spec.kv_tokens[0],
+        spec.seeds[0],
+    );
+    let grid = fleet::FleetGrid {
+        replicas: a.fleet_replicas.clone(),
+        routers: a.fleet_routers.clone(),
+        loads: a.fleet_loads.clone(),
+        seeds: spec.seeds.clone(),
+    };
+    let name = if a.name == "compare" {
+        "fleet"
+    } else {
+        &a.name
+    };
+    let out = if a.out == Path::new("results/compare") {
+        Path::new("results/fleet")
+    } else {
+        a.out.as_path()
+    };
+    fleet::execute(&base, &grid, threads, out, name, &command_line())
 }
 
 #[cfg(test)]

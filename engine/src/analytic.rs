@@ -35,6 +35,7 @@ mod birth_death;
 pub mod capacity;
 mod ctmc;
 mod erlang;
+mod fleet;
 mod ggc;
 mod lengths;
 mod little;
@@ -49,6 +50,7 @@ pub use birth_death::ReferenceChain;
 pub use capacity::{capacity_bounds, slo_capacity, Bound, CapacityBounds, SloCapacity};
 pub use ctmc::ReferenceCtmc;
 pub use erlang::{erlang_b, erlang_c, Mmc, Mmck};
+pub use fleet::{predict_fleet, supermarket_tail, FleetPrediction, ReplicaPrediction};
 pub use ggc::{ca2_from_burstiness, AllenCunneen, Kingman};
 pub use little::Little;
 pub use mg1::Mg1;
@@ -301,6 +303,16 @@ impl ModelKind {
 /// [`AnalyticError::Config`] for an invalid configuration, [`AnalyticError::Unsupported`]
 /// when the model does not cover the policy / KV mode / cost model.
 pub fn predict(model: ModelKind, cfg: &SimConfig) -> Result<Prediction, AnalyticError> {
+    predict_pooled(model, cfg, 1.0)
+}
+
+/// [`predict`] for one of `pooled` servers whose queues move as one (only the batching
+/// model covers `pooled > 1`; see `fleet.rs`).
+fn predict_pooled(
+    model: ModelKind,
+    cfg: &SimConfig,
+    pooled: f64,
+) -> Result<Prediction, AnalyticError> {
     cfg.validate()?;
     let h = cfg.server.overhead_s;
     if h > 0.0 {
@@ -310,7 +322,7 @@ pub fn predict(model: ModelKind, cfg: &SimConfig) -> Result<Prediction, Analytic
         let mut inner = cfg.clone();
         inner.server.overhead_s = 0.0;
         inner.metrics.slo_ttft_s = (cfg.metrics.slo_ttft_s - h).max(f64::MIN_POSITIVE);
-        return Ok(match predict(model, &inner)? {
+        return Ok(match predict_pooled(model, &inner, pooled)? {
             Prediction::Stable(mut m) => {
                 m.ttft_mean_s += h;
                 m.ttft_p50_s += h;
@@ -321,11 +333,17 @@ pub fn predict(model: ModelKind, cfg: &SimConfig) -> Result<Prediction, Analytic
             unstable => unstable,
         });
     }
+    if pooled > 1.0 && model != ModelKind::Batching {
+        return Err(AnalyticError::Unsupported {
+            model: model.as_str(),
+            what: "pooled (join-the-shortest-queue) servers".into(),
+        });
+    }
     match model {
         ModelKind::ReferenceMmc => Ok(ReferenceMmc::from_config(cfg)?.prediction(cfg)),
         ModelKind::ReferenceChain => Ok(ReferenceChain::from_config(cfg)?.prediction(cfg)),
         ModelKind::ReferenceCtmc => Ok(ReferenceCtmc::from_config(cfg)?.prediction(cfg)),
-        ModelKind::Batching => BatchingModel::from_config(cfg)?.prediction(),
+        ModelKind::Batching => BatchingModel::from_config(cfg)?.pooled(pooled).prediction(),
     }
 }
 

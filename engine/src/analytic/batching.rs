@@ -98,7 +98,7 @@ use crate::workload::{ArrivalProcess, LengthMoments};
 use kv_occupancy::{reserve_states, Hold, KvGrid, StateInfo};
 use mixture::{mixture_cdf_pdf, quantiles};
 use paged::{paged_states, running_cap, Unstable};
-use service::{variance_matched, Costs, Rates, Service};
+use service::{variance_matched, Costs, Rates, Service, Variability};
 use transient::occupancy_integral;
 use ttft::{min_residual_moments, TtftInputs};
 
@@ -113,6 +113,10 @@ pub struct BatchingModel {
     cfg: SimConfig,
     atoms: Vec<Atom>,
     moments: LengthMoments,
+    /// The arrivals' squared coefficient of variation (1 for Poisson).
+    arrival_scv: f64,
+    /// How many servers the queue is pooled over (1 alone; see [`BatchingModel::pooled`]).
+    pooled: f64,
 }
 
 /// What one configuration fixes before the fixed point: the KV grid, the cost tables and
@@ -140,6 +144,9 @@ struct Setup<'a> {
     hold: (f64, f64, f64),
     /// Prefill-time slope per prompt token at the full batch [s/token].
     slope: f64,
+    /// As [`BatchingModel`]'s.
+    arrival_scv: f64,
+    pooled: f64,
 }
 
 /// The fixed point over the accepted means, the mean wait and the states.
@@ -177,7 +184,8 @@ fn accepted_means(avg: &[f64], states: &[StateInfo]) -> (f64, f64, f64, f64) {
 impl BatchingModel {
     /// # Errors
     /// [`AnalyticError::Config`] for an invalid configuration; [`AnalyticError::Unsupported`]
-    /// for policies other than continuous/chunked, or non-Poisson arrivals.
+    /// for policies other than continuous/chunked, or arrivals that are not a Poisson,
+    /// gamma or deterministic stream.
     pub fn from_config(cfg: &SimConfig) -> Result<BatchingModel, AnalyticError> {
         cfg.validate()?;
         if !matches!(
@@ -189,17 +197,34 @@ impl BatchingModel {
                 what: format!("policy {}", cfg.server.policy.as_str()),
             });
         }
-        if !matches!(cfg.workload.arrivals, ArrivalProcess::Poisson { .. }) {
+        if !matches!(
+            cfg.workload.arrivals,
+            ArrivalProcess::Poisson { .. }
+                | ArrivalProcess::Gamma { .. }
+                | ArrivalProcess::Deterministic { .. }
+        ) {
             return Err(AnalyticError::Unsupported {
                 model: "batching",
-                what: "non-Poisson arrivals".into(),
+                what: "arrivals from timestamps or a trace".into(),
             });
         }
         Ok(BatchingModel {
             cfg: cfg.clone(),
             atoms: atoms(&cfg.workload.lengths, BINS),
             moments: fast_moments(&cfg.workload.lengths),
+            arrival_scv: cfg.workload.arrivals.scv(),
+            pooled: 1.0,
         })
+    }
+
+    /// The model of one of `n` servers whose queues move as one (join the shortest queue
+    /// in heavy traffic, `docs/model.md`, Fleets): the fleet's queue is a diffusion with
+    /// the arrival variance of the whole stream and the departure variance of n servers,
+    /// so each server's share moves with both SCVs divided by n (n ≥ 1, may be fractional
+    /// for a partial pooling).
+    pub(crate) fn pooled(mut self, n: f64) -> BatchingModel {
+        self.pooled = n.max(1.0);
+        self
     }
 
     /// The prediction.
@@ -290,6 +315,8 @@ impl BatchingModel {
             pf1,
             hold,
             slope,
+            arrival_scv: self.arrival_scv,
+            pooled: self.pooled,
         })
     }
 }
@@ -340,8 +367,11 @@ impl Setup<'_> {
             .collect();
         let horizon = cfg.horizon_s;
         let births: Vec<f64> = states.iter().map(|s| lambda * s.accept).collect();
-        let scv_dep = rates.departure_scv(svc, fp.acc_o2);
-        let (births_ch, deaths_ch) = variance_matched(&births, &deaths, b_cap, scv_dep);
+        let v = Variability {
+            arrival: self.arrival_scv / self.pooled,
+            service: rates.departure_scv(svc, fp.acc_o2) / self.pooled,
+        };
+        let (births_ch, deaths_ch) = variance_matched(&births, &deaths, b_cap, v);
         let mut avg = occupancy_integral(&births_ch, &deaths_ch, horizon);
         let departed: f64 = avg.iter().zip(&deaths).map(|(x, d)| x * d).sum();
         avg.iter_mut().for_each(|x| *x /= horizon);

@@ -227,33 +227,46 @@ impl Rates {
     }
 }
 
-/// Service variability: with a queue, the number in system moves like a diffusion of
-/// drift `λ_n − D` and variance `λ_n + c²·D` (c² the service-time SCV `scv_dep`, also the
-/// asymptotic dispersion of B superposed departure streams), not the `λ_n + D` of an
-/// exponential chain. Cancelling a rate θ_n from both the birth and the death of each
-/// queueing state (n above `b_cap`) keeps the drift (so throughput = accepted arrivals and
-/// the transient's pace) and matches the variance; for M/G/1 the chain's mean queue is
-/// then Pollaczek–Khinchine's exactly, for M/G/c Allen–Cunneen's.
+/// Service and arrival variability: with a queue, the number in system moves like a
+/// diffusion of drift `λ_n − D` and variance `c_a²·λ_n + c²·D` (c² the service-time SCV
+/// `v.service`, also the asymptotic dispersion of B superposed departure streams, c_a²
+/// the arrivals' SCV `v.arrival`, 1 for Poisson), not the `λ_n + D` of an exponential
+/// chain. Cancelling a rate θ_n from both the birth and the death of each queueing state
+/// (n above `b_cap`) keeps the drift (so throughput = accepted arrivals and the
+/// transient's pace) and matches the variance; for M/G/1 the chain's mean queue is then
+/// Pollaczek–Khinchine's exactly, for M/G/c Allen–Cunneen's, for G/G/1 Kingman's.
 ///
 /// # Formula
-/// `θ_n = min((1 − c²)·D_n/2, λ_n/2)`; c² > 1 adds variance (θ < 0) the same way.
+/// `θ_n = min(((1 − c_a²)·λ_n + (1 − c²)·D_n)/2, (1 − max(c_a², 0.1)/2)·λ_n)`; c² > 1 adds
+/// variance (θ < 0) the same way. With Poisson arrivals the cap is `λ_n/2`.
 pub(super) fn variance_matched(
     births: &[f64],
     deaths: &[f64],
     b_cap: u32,
-    scv_dep: f64,
+    v: Variability,
 ) -> (Vec<f64>, Vec<f64>) {
+    let keep = 1.0 - 0.5 * v.arrival.max(0.1);
     births
         .iter()
         .zip(deaths)
         .enumerate()
         .map(|(n, (&bn, &dn))| {
             if n as u32 > b_cap {
-                let theta = (0.5 * (1.0 - scv_dep) * dn).min(0.5 * bn);
+                let theta =
+                    (0.5 * (1.0 - v.arrival) * bn + 0.5 * (1.0 - v.service) * dn).min(keep * bn);
                 (bn - theta, dn - theta)
             } else {
                 (bn, dn)
             }
         })
         .unzip()
+}
+
+/// The squared coefficients of variation the queueing states are matched to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Variability {
+    /// Of the interarrival times (1 for Poisson).
+    pub arrival: f64,
+    /// Of the service (departure) process.
+    pub service: f64,
 }
