@@ -27,10 +27,12 @@
 //! the same instant as an iteration end is processed after that iteration's completions.
 
 mod clock;
+pub mod events;
 mod pending;
 mod reuse;
 mod timeseries;
 
+pub use events::simulate_logged;
 pub use reuse::run_also_holds_for;
 pub use timeseries::TimePoint;
 
@@ -221,6 +223,8 @@ struct Sim<'a, S: Scheduler> {
     /// *entry*, `arrival + overhead` ([`Pending::next_t`]); records keep the arrival, so
     /// latencies include the overhead, while the L and W of Little's law count from entry.
     overhead: f64,
+    /// The event log's hooks ([`events`]): off unless [`simulate_logged`] runs.
+    log: events::Sink<'a>,
 }
 
 enum Step {
@@ -276,6 +280,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             last_event: 0.0,
             cost: PreparedCost::new(&cfg.cost, s.max_batch),
             overhead: s.overhead_s,
+            log: events::Sink::default(),
         }
     }
 
@@ -346,6 +351,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let before = ctx.running.len();
         let plan = self.sched.plan(&mut ctx);
         self.next_admit = ctx.next_admit;
+        self.log.admitted(&self.running[before..], self.t);
         if self.running.len() != before {
             self.epoch += 1;
         }
@@ -408,6 +414,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
         }
         let admitted = self.admissible(need);
+        self.log.arrival(r.id, entry, admitted, need * u64::from(!self.paged));
         if admitted && !self.paged {
             let taken = self.kv.try_take(need);
             debug_assert!(taken, "admissible checked the free blocks");
@@ -502,6 +509,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.prefilled = 0;
             s.prefill_target = s.req.prompt + s.generated;
             s.preemptions += 1;
+            self.log.preempted(s.req.id, self.t);
             s.chunk = 0;
             self.sched.requeue_preempted(s);
             preempted = true;
@@ -617,6 +625,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
+        self.log.iteration((self.t, t_end), &self.running, (decoders, self.prefilled), self.emit_at_prefill);
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
@@ -730,6 +739,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             self.grow_blocks(k, n);
         }
+        self.log.decode_run(&at, k, &self.running, self.paged.then(|| self.kv.block_size()));
         let t_end = at(k);
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
@@ -818,6 +828,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Releases a completed sequence's KV and records it.
     fn depart(&mut self, s: &Seq, t: f64) {
         self.kv.release(s.blocks);
+        self.log.finished(s.req.id, t);
         // From entry, as the area of Little's law counts.
         self.stats.sojourn_sum_s += t - (s.req.arrival + self.overhead);
         let rec = record_of(s, Some(t), Outcome::Completed);
