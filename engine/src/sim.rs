@@ -351,7 +351,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let before = ctx.running.len();
         let plan = self.sched.plan(&mut ctx);
         self.next_admit = ctx.next_admit;
-        self.log.admitted(&self.running[before..], self.t);
+        self.log.admitted(&self.running[self.prefilled..], self.t);
         if self.running.len() != before {
             self.epoch += 1;
         }

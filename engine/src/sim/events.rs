@@ -19,6 +19,7 @@ use crate::config::SimConfig;
 use crate::scheduler::{with_scheduler, Seq};
 use crate::workload::Request;
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 
 /// What a running sequence does in one iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,7 +99,10 @@ pub fn simulate_logged<I: Iterator<Item = Request>>(
     let mut events = Vec::new();
     let report = with_scheduler!(cfg.server.policy, sched => {
         let mut sim = Sim::new(cfg, &mut sched, hint);
-        sim.log = Sink(Some(&mut events));
+        sim.log = Sink {
+            log: Some(&mut events),
+            ..Sink::default()
+        };
         sim.run(requests)
     });
     (report, events)
@@ -106,12 +110,17 @@ pub fn simulate_logged<I: Iterator<Item = Request>>(
 
 /// Where the event loop's hooks write: nowhere (`None`), or a log.
 #[derive(Debug, Default)]
-pub(super) struct Sink<'a>(pub(super) Option<&'a mut Vec<Event>>);
+pub(super) struct Sink<'a> {
+    log: Option<&'a mut Vec<Event>>,
+    /// Requests in the running set (a policy may reorder the unprefilled part on
+    /// admission, so newcomers are told by id, not by position).
+    running: HashSet<u64>,
+}
 
 impl Sink<'_> {
     #[inline]
     pub(super) fn arrival(&mut self, id: u64, t_s: f64, admitted: bool, reserved_blocks: u64) {
-        if let Some(log) = &mut self.0 {
+        if let Some(log) = &mut self.log {
             log.push(Event::Arrival {
                 t_s,
                 id,
@@ -121,11 +130,16 @@ impl Sink<'_> {
         }
     }
 
-    /// `joined`: the sequences the policy just appended to the running set.
+    /// `unprefilled`: the running set's unprefilled part after planning, where the
+    /// policy put the sequences it admitted.
     #[inline]
-    pub(super) fn admitted(&mut self, joined: &[Seq], t_s: f64) {
-        if let Some(log) = &mut self.0 {
-            log.extend(joined.iter().map(|s| Event::Admitted { t_s, id: s.req.id }));
+    pub(super) fn admitted(&mut self, unprefilled: &[Seq], t_s: f64) {
+        if let Some(log) = &mut self.log {
+            for s in unprefilled {
+                if self.running.insert(s.req.id) {
+                    log.push(Event::Admitted { t_s, id: s.req.id });
+                }
+            }
         }
     }
 
@@ -139,7 +153,7 @@ impl Sink<'_> {
         (decoders, prefilled): (usize, usize),
         emit_at_prefill: bool,
     ) {
-        if let Some(log) = &mut self.0 {
+        if let Some(log) = &mut self.log {
             log_iteration(
                 log,
                 (start_s, end_s),
@@ -161,21 +175,23 @@ impl Sink<'_> {
         running: &[Seq],
         block_size: Option<u64>,
     ) {
-        if let Some(log) = &mut self.0 {
+        if let Some(log) = &mut self.log {
             log_decode_run(log, at, k, running, block_size);
         }
     }
 
     #[inline]
     pub(super) fn finished(&mut self, id: u64, t_s: f64) {
-        if let Some(log) = &mut self.0 {
+        if let Some(log) = &mut self.log {
+            self.running.remove(&id);
             log.push(Event::Finished { t_s, id });
         }
     }
 
     #[inline]
     pub(super) fn preempted(&mut self, id: u64, t_s: f64) {
-        if let Some(log) = &mut self.0 {
+        if let Some(log) = &mut self.log {
+            self.running.remove(&id);
             log.push(Event::Preempted { t_s, id });
         }
     }

@@ -28,7 +28,7 @@ struct Seen {
 
 fn check_log(cfg: &SimConfig, rep: &SimReport, events: &[Event], label: &str) {
     let mut seen: HashMap<u64, Seen> = HashMap::new();
-    let mut last_end = 0.0;
+    let mut last_end: f64 = 0.0;
     let total_blocks = rep.stats.kv_capacity_tokens / u64::from(cfg.server.block_size.max(1));
     for e in events {
         match e {
@@ -143,7 +143,7 @@ fn check_replay(cfg: &SimConfig, rep: &SimReport, events: &[Event], label: &str)
 }
 
 fn logged_run(cfg: &SimConfig, label: &str) -> (SimReport, Vec<Event>) {
-    let reqs = first_requests(cfg, 300);
+    let reqs = first_requests(cfg, 200);
     let plain = simulate_requests(cfg, reqs.clone().into_iter());
     let (rep, events) = simulate_logged(cfg, reqs.into_iter());
     assert_eq!(rep, plain, "{label}: logging changed the run");
@@ -166,7 +166,8 @@ fn events_reproduce_the_records_for_every_policy_and_kv_mode() {
             for first in [FirstToken::AfterPrefill, FirstToken::AfterFirstDecode] {
                 let mut cfg = base(policy, kv, lengths.clone(), 9.0);
                 cfg.first_token = first;
-                cfg.server.kv_tokens = 2048;
+                // Small enough that paged runs preempt and reserve runs refuse.
+                cfg.server.kv_tokens = 1024;
                 cfg.horizon_s = 40.0;
                 let label = format!("{policy:?}/{kv:?}/{first:?}");
                 let (rep, _) = logged_run(&cfg, &label);
@@ -174,11 +175,13 @@ fn events_reproduce_the_records_for_every_policy_and_kv_mode() {
                 refused += rep.summary.rejected;
                 // A context-dependent cost keeps every field exact (no decode set).
                 cfg.cost = context_linear_cost();
-                logged_run(&cfg, &format!("{label}/context cost"));
+                let (rep, _) = logged_run(&cfg, &format!("{label}/context cost"));
+                preempted += rep.summary.preemptions;
                 // Cut at the horizon, with the per-request overhead.
                 cfg.end = EndRule::Cut;
                 cfg.server.overhead_s = 0.01;
-                logged_run(&cfg, &format!("{label}/cut"));
+                let (rep, _) = logged_run(&cfg, &format!("{label}/cut"));
+                preempted += rep.summary.preemptions;
             }
         }
     }
