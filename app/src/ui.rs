@@ -1,5 +1,6 @@
 //! The page (browser only): the Calculator view (parameter panel, answer bar, charts,
-//! drop zone, share/export) and the Learn view (lessons, [`crate::learn_ui`]).
+//! drop zone, share/export), the Learn view (lessons, [`crate::learn_ui`]) and the Watch
+//! view (the animation of a short run, [`crate::watch_ui`]).
 //!
 //! State lives in signals; the heavy work goes to the worker [`Pool`]. Every change of
 //! the parameters (or of the open lesson) is written to the URL (`history.replaceState`)
@@ -17,6 +18,8 @@ use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
 use crate::pool::Pool;
+use crate::watch::{wants_watch, WatchState};
+use crate::watch_ui::{watch_view, WatchSignals};
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
 use gloo_timers::callback::Timeout;
@@ -36,11 +39,12 @@ pub enum Tab {
     Timeline,
 }
 
-/// Which view of the page is shown: the calculator or the Learn view.
+/// Which view of the page is shown: the calculator, the Learn view or the Watch view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
     Calculator,
     Learn,
+    Watch,
 }
 
 /// Progress of the current sweep.
@@ -162,6 +166,9 @@ struct Ctx {
     swept: StoredValue<Option<Params>>,
     /// The lesson state of the last lesson run started (None: none, or cancelled).
     learnt: StoredValue<Option<LessonState>>,
+    watch: WatchSignals,
+    /// The watch state of the last watched run started (None: none, or cancelled).
+    watched: StoredValue<Option<WatchState>>,
 }
 
 thread_local! {
@@ -185,6 +192,24 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
     // errors of job 0 (a worker failing outside any job) for the hidden Learn view.
     let lesson_id = c.learn.run.with_untracked(|r| r.id);
     let lesson_id = (lesson_id != 0).then_some(lesson_id);
+    let watch_id = c.watch.run.with_untracked(|r| r.id);
+    match reply {
+        Reply::Watch { id, tape } => {
+            c.watch.arrive(id, *tape, now_ms());
+            return;
+        }
+        Reply::Error { id, message } if id != 0 && id == watch_id => {
+            c.watch.run.update(|r| {
+                r.running = false;
+                r.error = Some(message);
+            });
+            return;
+        }
+        reply => on_other_reply(c, w, reply, lesson_id),
+    }
+}
+
+fn on_other_reply(c: Ctx, w: usize, reply: Reply, lesson_id: Option<u64>) {
     match &reply {
         Reply::Lesson { id, output } if Some(*id) == lesson_id => {
             let output = output.clone();
@@ -284,8 +309,9 @@ fn start_sweep(c: Ctx) {
     let total = p.rates.len() as u32 * p.seeds + 2;
     let id = next_id();
     c.swept.set_value(Some(p.clone()));
-    // Submitting cancels whatever the workers ran, a lesson included.
+    // Submitting cancels whatever the workers ran, a lesson or a watched run included.
     c.learnt.set_value(None);
+    c.watched.set_value(None);
     c.run.set(RunState {
         id,
         total,
@@ -345,6 +371,7 @@ fn start_lesson(c: Ctx) {
     let id = next_id();
     c.learnt.set_value(Some(state.clone()));
     c.swept.set_value(None);
+    c.watched.set_value(None);
     c.learn.run.update(|r| {
         r.id = id;
         r.running = true;
@@ -366,6 +393,52 @@ fn start_lesson(c: Ctx) {
             on_reply(c, 0, reply);
         }
     }
+}
+
+/// Simulates the watched run in a worker (in place if there is no pool), cancelling
+/// whatever the workers were doing.
+fn start_watch(c: Ctx) {
+    let state = c.watch.state.get_untracked();
+    let id = next_id();
+    c.watched.set_value(Some(state.clone()));
+    c.swept.set_value(None);
+    c.learnt.set_value(None);
+    c.watch.playing.set(false);
+    c.watch.tape.set(None);
+    c.watch.run.set(crate::watch_ui::WatchRun {
+        id,
+        running: true,
+        started_ms: now_ms(),
+        ..Default::default()
+    });
+    let task = Task::Watch {
+        requests: state.requests,
+        seed: state.seed,
+    };
+    match pool() {
+        Some(pool) => pool.borrow_mut().submit(vec![Job {
+            id,
+            params: state.params,
+            tasks: vec![task],
+        }]),
+        None => {
+            let reply = match crate::watch::record(&state.params, state.requests, state.seed) {
+                Ok(tape) => Reply::Watch {
+                    id,
+                    tape: Box::new(tape),
+                },
+                Err(message) => Reply::Error { id, message },
+            };
+            on_reply(c, 0, reply);
+        }
+    }
+}
+
+/// Opens the Watch view on `params` (at their chosen rate), from the start.
+fn open_watch(c: Ctx, params: Params) {
+    c.watch.state.set(WatchState::of(params));
+    c.watch.t.set(0.0);
+    c.view.set(View::Watch);
 }
 
 fn cancel(c: Ctx) {
@@ -726,9 +799,14 @@ fn error_table(c: Ctx) -> impl IntoView {
 pub fn App() -> impl IntoView {
     let search = window().location().search().unwrap_or_default();
     let learn_first = wants_learn(&search);
+    let watch_first = wants_watch(&search);
+    let (watch0, watch_errs) = WatchState::from_query(&search);
     // A lesson URL carries only the lesson's keys: the calculator starts at its default.
+    // A watch URL carries the calculator's: the calculator starts on the watched server.
     let (initial, url_errs) = if learn_first {
         (Params::default(), Vec::new())
+    } else if watch_first {
+        (watch0.params.clone(), Vec::new())
     } else {
         Params::read_query(&search)
     };
@@ -744,8 +822,8 @@ pub fn App() -> impl IntoView {
         })
         .collect();
     // The calculator's URL as last written: the user's own until the state is valid.
-    let calculator_url = StoredValue::new(if learn_first {
-        Params::default().to_query()
+    let calculator_url = StoredValue::new(if learn_first || watch_first {
+        initial.to_query()
     } else {
         search.trim_start_matches('?').to_string()
     });
@@ -769,6 +847,8 @@ pub fn App() -> impl IntoView {
         url_notes: RwSignal::new(unknown.iter().map(params::BadValue::message).collect()),
         view: RwSignal::new(if learn_first {
             View::Learn
+        } else if watch_first {
+            View::Watch
         } else {
             View::Calculator
         }),
@@ -781,6 +861,11 @@ pub fn App() -> impl IntoView {
         },
         swept: StoredValue::new(None),
         learnt: StoredValue::new(None),
+        watch: WatchSignals::new(
+            watch0,
+            (watch_first && !watch_errs.is_empty()).then(|| watch_errs.join("; ")),
+        ),
+        watched: StoredValue::new(None),
     };
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
@@ -796,6 +881,7 @@ pub fn App() -> impl IntoView {
                 calculator_url.get_value()
             }
             View::Learn => c.learn.state.with(|s| s.to_query()),
+            View::Watch => c.watch.state.with(|s| s.to_query()),
         };
         if let Ok(h) = window().history() {
             let _ =
@@ -849,6 +935,18 @@ pub fn App() -> impl IntoView {
                 start_lesson(c);
             }
         })));
+    });
+
+    // Watch state (a new run, not a new playback position) → a new watched run, while
+    // the Watch view is shown.
+    Effect::new(move |_| {
+        let s = c.watch.state.get();
+        if c.view.get() != View::Watch
+            || c.watched.get_value().as_ref().is_some_and(|w| w.same_run(&s))
+        {
+            return;
+        }
+        start_watch(c);
     });
 
     let canvas = NodeRef::<leptos::html::Canvas>::new();
@@ -964,10 +1062,18 @@ pub fn App() -> impl IntoView {
                     on:click=move |_| c.view.set(View::Calculator)>"Calculator"</button>
                 <button id="view-learn" class="tab" class:active=move || c.view.get() == View::Learn
                     on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
+                <button id="view-watch" class="tab" class:active=move || c.view.get() == View::Watch
+                    on:click=move |_| c.view.set(View::Watch)>"Watch"</button>
             </nav>
         </header>
         <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
-            {learn_view(c.learn)}
+            {learn_view(c.learn, move |p| open_watch(c, p))}
+        </div>
+        <div style:display=move || if c.view.get() == View::Watch { "" } else { "none" }>
+            {watch_view(c.watch, move || {
+                c.params.set(c.watch.state.with_untracked(|s| s.params.clone()));
+                c.view.set(View::Calculator);
+            })}
         </div>
         <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
         <div class="toolbar">
@@ -987,6 +1093,8 @@ pub fn App() -> impl IntoView {
                     .is_some_and(|p| p.params().sim_config(x.rate, 0) != x.sim_config(x.rate, 0));
                 if changed { "· changed since (workload, server or cost)" } else { "" }
             })}</span>
+ <button id="open-watch" title="animate a short run of this server at the chosen rate"
+                on:click=move |_| open_watch(c, c.params.get_untracked())>"▶ watch this server"</button>
             <span class="spacer"></span>
             <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
             <button id="export-csv" on:click=move |_| {
