@@ -180,11 +180,12 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
             Task::Lesson { state } => {
                 crate::learn::run(state).map(|output| Reply::Lesson { id, output })
             }
-            Task::Watch { requests, seed } => crate::watch::record(p, *requests, *seed)
-                .map(|tape| Reply::Watch {
+            Task::Watch { requests, seed } => {
+                crate::watch::record(p, *requests, *seed).map(|tape| Reply::Watch {
                     id,
                     tape: Box::new(tape),
-                }),
+                })
+            }
         };
         if matches!(
             task,

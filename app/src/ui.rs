@@ -942,7 +942,10 @@ pub fn App() -> impl IntoView {
     Effect::new(move |_| {
         let s = c.watch.state.get();
         if c.view.get() != View::Watch
-            || c.watched.get_value().as_ref().is_some_and(|w| w.same_run(&s))
+            || c.watched
+                .get_value()
+                .as_ref()
+                .is_some_and(|w| w.same_run(&s))
         {
             return;
         }
@@ -1054,216 +1057,216 @@ pub fn App() -> impl IntoView {
     };
 
     view! {
-        <header>
-            <h1>"kvqueue"</h1>
-            <span class="tagline">"How will this LLM server behave under load? A continuous-batching simulator with queueing models, in your browser."</span>
-            <nav class="views">
-                <button id="view-calculator" class="tab" class:active=move || c.view.get() == View::Calculator
-                    on:click=move |_| c.view.set(View::Calculator)>"Calculator"</button>
-                <button id="view-learn" class="tab" class:active=move || c.view.get() == View::Learn
-                    on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
-                <button id="view-watch" class="tab" class:active=move || c.view.get() == View::Watch
-                    on:click=move |_| c.view.set(View::Watch)>"Watch"</button>
-            </nav>
-        </header>
-        <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
-            {learn_view(c.learn, move |p| open_watch(c, p))}
-        </div>
-        <div style:display=move || if c.view.get() == View::Watch { "" } else { "none" }>
-            {watch_view(c.watch, move || {
-                c.params.set(c.watch.state.with_untracked(|s| s.params.clone()));
-                c.view.set(View::Calculator);
-            })}
-        </div>
-        <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
-        <div class="toolbar">
-            <label>"Preset "
-                <select id="preset" on:change=move |ev| {
-                    if let Some(p) = Preset::from_key(&event_target_value(&ev)) { c.params.set(p.params()); }
-                }>
-                    {Preset::ALL.into_iter().map(|p| view! {
-                        <option value=p.key() selected=move || c.params.with(|x| x.preset == p.key())>{p.label()}</option>
-                    }).collect_view()}
-                </select>
-            </label>
-            // The label names the preset the view started from; say when the simulated
-            // configuration no longer is that preset's.
-            <span id="preset-changed" style="color: var(--muted); font-size: 12px">{move || c.params.with(|x| {
-                let changed = Preset::from_key(&x.preset)
-                    .is_some_and(|p| p.params().sim_config(x.rate, 0) != x.sim_config(x.rate, 0));
-                if changed { "· changed since (workload, server or cost)" } else { "" }
-            })}</span>
- <button id="open-watch" title="animate a short run of this server at the chosen rate"
-                on:click=move |_| open_watch(c, c.params.get_untracked())>"▶ watch this server"</button>
-            <span class="spacer"></span>
-            <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
-            <button id="export-csv" on:click=move |_| {
-                let m = c.params.with_untracked(|p| p.metric);
-                let models = c.models.with_untracked(|x| x.as_ref().map(|x| model_curves(x, m)).unwrap_or_default());
-                let named: Vec<_> = models.into_iter().map(|mc| (mc.name.clone(), m, mc)).collect();
-                download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
-            }>"export CSV"</button>
-            <button id="export-png" on:click=move |_| {
-                if let Some(cv) = canvas_of(&canvas) {
-                    if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
-                }
-            }>"export PNG"</button>
-        </div>
-        {answer(c)}
-        <main>
-            <aside class="panel">
-                <h2>"Workload"</h2>
-                {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
-                <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma)>
-                    {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
-                </Show>
-                {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
-                {text_field(c, "rate", "rate of the CDF, over-time and timeline views")}
-                {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
-                <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
-                    {text_field(c, "pm", "")}
-                    {text_field(c, "ps", "")}
-                    {text_field(c, "om", "")}
-                    {text_field(c, "os", "")}
-                </Show>
-                <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
-                    {text_field(c, "fp", "")}
-                    {text_field(c, "fo", "")}
-                </Show>
-                <h2>"Server"</h2>
-                {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
-                {text_field(c, "B", "max_num_seqs")}
-                {text_field(c, "K", "")}
-                {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
-                {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
-                {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
-                {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
-                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
-                    {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
-                </Show>
-                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
-                    <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
-                        Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
-                        Err(e) => e,
-                    })}</p>
-                </Show>
-                {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
-                <h2>"Cost model"</h2>
-                {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
-                <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
-                    {select_field(c, "GPU", "gpu", engine::cost::roofline::GPUS.iter().map(|g| (g.name, g.name)).collect())}
-                    {select_field(c, "model", "llm", engine::cost::roofline::MODELS.iter().map(|m| (m.name, m.name)).collect())}
-                    <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
-                </Show>
-                <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
-                    {text_field(c, "b0", "")}
-                    {text_field(c, "bp", "")}
-                    {text_field(c, "bd", "")}
-                </Show>
-                <h2>"Run"</h2>
-                {text_field(c, "T", "")}
-                {text_field(c, "seeds", "")}
-                {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
-                {text_field(c, "slo_ttft", "")}
-                {text_field(c, "slo_tpot", "")}
-            </aside>
-            <section class="results">
-                <div class="tabs">
-                    {tab_button(Tab::Load, "Load curves")}
-                    {tab_button(Tab::Cdf, "TTFT distribution")}
-                    {tab_button(Tab::Time, "Over time")}
-                    {tab_button(Tab::Timeline, "Timeline")}
-                    <Show when=move || c.tab.get() == Tab::Load>
-                        {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
-                    </Show>
-                    <Show when=move || c.tab.get() == Tab::Time>
-                        <label class="field">
-                            <span>"show"</span>
-                            <select name="window" on:change=move |ev| {
-                                if let Ok(w) = event_target_value(&ev).parse::<f64>() {
-                                    c.window.set(w);
-                                }
-                            }>
-                                {[("0.05", "first 5 % of the run"), ("0.2", "first 20 % of the run"), ("1", "the whole run")].into_iter().map(|(v, l)| view! {
-                                    <option value=v selected=move || c.window.get().to_string() == v>{l}</option>
-                                }).collect_view()}
-                            </select>
-                        </label>
-                    </Show>
-                </div>
-                <div class="status" id="status">
-                    {move || {
-                        let r = c.run.get();
-                        let pct = if r.total > 0 { 100.0 * r.done_runs() as f64 / r.total as f64 } else { 0.0 };
-                        if let Some(e) = r.error.clone() {
-                            view! { <span class="error">{format!("error: {e}")}</span> }.into_any()
-                        } else if r.cancelled {
-                            view! { <span>{format!("cancelled at {:.0} %", pct)}</span> }.into_any()
-                        } else if r.running() {
-                            view! {
-                                <progress max="100" value=pct></progress>
-                                <span>{format!(" {} / {} runs", r.done_runs().min(r.total), r.total)}</span>
-                                <button id="cancel" on:click=move |_| cancel(c)>"cancel"</button>
-                            }.into_any()
-                        } else if let Some(ms) = r.elapsed_ms {
-                            view! { <span id="sweep-time">{format!("{} runs in {:.2} s (in {} Web Worker{})", r.total, ms / 1000.0, r.done.len(), if r.done.len() == 1 { "" } else { "s" })}</span> }.into_any()
-                        } else {
-                            view! { <span></span> }.into_any()
-                        }
-                    }}
-                </div>
-                <div class="dropzone" id="dropzone"
-                    on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
-                    on:drop=on_drop>
-                    // An error takes the chart's place until it is fixed.
-                    {move || {
-                        let errs = c.errors();
-                        (!errs.is_empty()).then(|| view! {
-                            <div class="error chart-error" id="param-error">
-                                {errs.into_iter().map(|e| view! { <p>{e}</p> }).collect_view()}
-                            </div>
-                        })
-                    }}
-                    <canvas id="chart" node_ref=canvas width="900" height="500" on:mousemove=on_move
-                        style:display=move || if c.blocked() { "none" } else { "" }
-                        on:mouseleave=move |_| c.hover.set(None)></canvas>
-                    <div class="hover" id="hover" style:display=move || if c.blocked() { "none" } else { "" }>{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
-                    {move || c.url_notes.with(|n| (!n.is_empty()).then(|| view! { <p class="hint" id="url-notes">{n.join("; ")}</p> }))}
-                </div>
-                {move || {
-                    let m = c.models.get();
-                    let metric = c.params.with(|p| p.metric);
-                    m.map(|m| {
-                        let mut parts: Vec<String> = m.skipped.iter().map(|(k, why)| format!("{k}: not shown — {why}")).collect();
-                        if c.tab.get() == Tab::Load && model_curves(&m, metric).is_empty() && !m.curves.is_empty() {
-                            parts.push(format!("the models do not predict {}", metric.label()));
-                        }
-                        view! { <p class="models-note">{parts.join(" · ")}</p> }
-                    })
-                }}
-                <div class="files">
-                    <label class="filebtn">"Load measured results… "
-                        <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
-                            on:change=move |_| {
-                                if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
-                                    leptos::task::spawn_local(read_files(c, files));
-                                }
-                            } />
-                    </label>
-                    <a href="examples/sim-example-summary.csv" download>"example summary CSV"</a>
-                    " · "
-                    <a href="examples/sim-example-requests.csv" download>"example per-request CSV"</a>
-                    {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
-                </div>
-                {error_table(c)}
-                <details class="bench">
-                    <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
-                    <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>
-                    <span id="grid-result">{move || c.grid.get().unwrap_or_default()}</span>
-                </details>
-            </section>
-        </main>
-        </div>
-        <footer>"Simulation: discrete-event model of an iteration-level batching engine (kvqueue engine, compiled to WebAssembly). Models: the reference study's M/M/C, birth–death chain and CTMC, and kvqueue's own. Sweeps run in Web Workers; nothing leaves your browser."</footer>
-    }
+           <header>
+               <h1>"kvqueue"</h1>
+               <span class="tagline">"How will this LLM server behave under load? A continuous-batching simulator with queueing models, in your browser."</span>
+               <nav class="views">
+                   <button id="view-calculator" class="tab" class:active=move || c.view.get() == View::Calculator
+                       on:click=move |_| c.view.set(View::Calculator)>"Calculator"</button>
+                   <button id="view-learn" class="tab" class:active=move || c.view.get() == View::Learn
+                       on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
+                   <button id="view-watch" class="tab" class:active=move || c.view.get() == View::Watch
+                       on:click=move |_| c.view.set(View::Watch)>"Watch"</button>
+               </nav>
+           </header>
+           <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
+               {learn_view(c.learn, move |p| open_watch(c, p))}
+           </div>
+           <div style:display=move || if c.view.get() == View::Watch { "" } else { "none" }>
+               {watch_view(c.watch, move || {
+                   c.params.set(c.watch.state.with_untracked(|s| s.params.clone()));
+                   c.view.set(View::Calculator);
+               })}
+           </div>
+           <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
+           <div class="toolbar">
+               <label>"Preset "
+                   <select id="preset" on:change=move |ev| {
+                       if let Some(p) = Preset::from_key(&event_target_value(&ev)) { c.params.set(p.params()); }
+                   }>
+                       {Preset::ALL.into_iter().map(|p| view! {
+                           <option value=p.key() selected=move || c.params.with(|x| x.preset == p.key())>{p.label()}</option>
+                       }).collect_view()}
+                   </select>
+               </label>
+               // The label names the preset the view started from; say when the simulated
+               // configuration no longer is that preset's.
+               <span id="preset-changed" style="color: var(--muted); font-size: 12px">{move || c.params.with(|x| {
+                   let changed = Preset::from_key(&x.preset)
+                       .is_some_and(|p| p.params().sim_config(x.rate, 0) != x.sim_config(x.rate, 0));
+                   if changed { "· changed since (workload, server or cost)" } else { "" }
+               })}</span>
+    <button id="open-watch" title="animate a short run of this server at the chosen rate"
+                   on:click=move |_| open_watch(c, c.params.get_untracked())>"▶ watch this server"</button>
+               <span class="spacer"></span>
+               <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
+               <button id="export-csv" on:click=move |_| {
+                   let m = c.params.with_untracked(|p| p.metric);
+                   let models = c.models.with_untracked(|x| x.as_ref().map(|x| model_curves(x, m)).unwrap_or_default());
+                   let named: Vec<_> = models.into_iter().map(|mc| (mc.name.clone(), m, mc)).collect();
+                   download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
+               }>"export CSV"</button>
+               <button id="export-png" on:click=move |_| {
+                   if let Some(cv) = canvas_of(&canvas) {
+                       if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
+                   }
+               }>"export PNG"</button>
+           </div>
+           {answer(c)}
+           <main>
+               <aside class="panel">
+                   <h2>"Workload"</h2>
+                   {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
+                   <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma)>
+                       {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
+                   </Show>
+                   {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
+                   {text_field(c, "rate", "rate of the CDF, over-time and timeline views")}
+                   {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
+                   <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
+                       {text_field(c, "pm", "")}
+                       {text_field(c, "ps", "")}
+                       {text_field(c, "om", "")}
+                       {text_field(c, "os", "")}
+                   </Show>
+                   <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
+                       {text_field(c, "fp", "")}
+                       {text_field(c, "fo", "")}
+                   </Show>
+                   <h2>"Server"</h2>
+                   {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
+                   {text_field(c, "B", "max_num_seqs")}
+                   {text_field(c, "K", "")}
+                   {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
+                   {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
+                   {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                   {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
+                   <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
+                       {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
+                   </Show>
+                   <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
+                       <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
+                           Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
+                           Err(e) => e,
+                       })}</p>
+                   </Show>
+                   {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
+                   <h2>"Cost model"</h2>
+                   {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
+                   <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
+                       {select_field(c, "GPU", "gpu", engine::cost::roofline::GPUS.iter().map(|g| (g.name, g.name)).collect())}
+                       {select_field(c, "model", "llm", engine::cost::roofline::MODELS.iter().map(|m| (m.name, m.name)).collect())}
+                       <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
+                   </Show>
+                   <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
+                       {text_field(c, "b0", "")}
+                       {text_field(c, "bp", "")}
+                       {text_field(c, "bd", "")}
+                   </Show>
+                   <h2>"Run"</h2>
+                   {text_field(c, "T", "")}
+                   {text_field(c, "seeds", "")}
+                   {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
+                   {text_field(c, "slo_ttft", "")}
+                   {text_field(c, "slo_tpot", "")}
+               </aside>
+               <section class="results">
+                   <div class="tabs">
+                       {tab_button(Tab::Load, "Load curves")}
+                       {tab_button(Tab::Cdf, "TTFT distribution")}
+                       {tab_button(Tab::Time, "Over time")}
+                       {tab_button(Tab::Timeline, "Timeline")}
+                       <Show when=move || c.tab.get() == Tab::Load>
+                           {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
+                       </Show>
+                       <Show when=move || c.tab.get() == Tab::Time>
+                           <label class="field">
+                               <span>"show"</span>
+                               <select name="window" on:change=move |ev| {
+                                   if let Ok(w) = event_target_value(&ev).parse::<f64>() {
+                                       c.window.set(w);
+                                   }
+                               }>
+                                   {[("0.05", "first 5 % of the run"), ("0.2", "first 20 % of the run"), ("1", "the whole run")].into_iter().map(|(v, l)| view! {
+                                       <option value=v selected=move || c.window.get().to_string() == v>{l}</option>
+                                   }).collect_view()}
+                               </select>
+                           </label>
+                       </Show>
+                   </div>
+                   <div class="status" id="status">
+                       {move || {
+                           let r = c.run.get();
+                           let pct = if r.total > 0 { 100.0 * r.done_runs() as f64 / r.total as f64 } else { 0.0 };
+                           if let Some(e) = r.error.clone() {
+                               view! { <span class="error">{format!("error: {e}")}</span> }.into_any()
+                           } else if r.cancelled {
+                               view! { <span>{format!("cancelled at {:.0} %", pct)}</span> }.into_any()
+                           } else if r.running() {
+                               view! {
+                                   <progress max="100" value=pct></progress>
+                                   <span>{format!(" {} / {} runs", r.done_runs().min(r.total), r.total)}</span>
+                                   <button id="cancel" on:click=move |_| cancel(c)>"cancel"</button>
+                               }.into_any()
+                           } else if let Some(ms) = r.elapsed_ms {
+                               view! { <span id="sweep-time">{format!("{} runs in {:.2} s (in {} Web Worker{})", r.total, ms / 1000.0, r.done.len(), if r.done.len() == 1 { "" } else { "s" })}</span> }.into_any()
+                           } else {
+                               view! { <span></span> }.into_any()
+                           }
+                       }}
+                   </div>
+                   <div class="dropzone" id="dropzone"
+                       on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
+                       on:drop=on_drop>
+                       // An error takes the chart's place until it is fixed.
+                       {move || {
+                           let errs = c.errors();
+                           (!errs.is_empty()).then(|| view! {
+                               <div class="error chart-error" id="param-error">
+                                   {errs.into_iter().map(|e| view! { <p>{e}</p> }).collect_view()}
+                               </div>
+                           })
+                       }}
+                       <canvas id="chart" node_ref=canvas width="900" height="500" on:mousemove=on_move
+                           style:display=move || if c.blocked() { "none" } else { "" }
+                           on:mouseleave=move |_| c.hover.set(None)></canvas>
+                       <div class="hover" id="hover" style:display=move || if c.blocked() { "none" } else { "" }>{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
+                       {move || c.url_notes.with(|n| (!n.is_empty()).then(|| view! { <p class="hint" id="url-notes">{n.join("; ")}</p> }))}
+                   </div>
+                   {move || {
+                       let m = c.models.get();
+                       let metric = c.params.with(|p| p.metric);
+                       m.map(|m| {
+                           let mut parts: Vec<String> = m.skipped.iter().map(|(k, why)| format!("{k}: not shown — {why}")).collect();
+                           if c.tab.get() == Tab::Load && model_curves(&m, metric).is_empty() && !m.curves.is_empty() {
+                               parts.push(format!("the models do not predict {}", metric.label()));
+                           }
+                           view! { <p class="models-note">{parts.join(" · ")}</p> }
+                       })
+                   }}
+                   <div class="files">
+                       <label class="filebtn">"Load measured results… "
+                           <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
+                               on:change=move |_| {
+                                   if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
+                                       leptos::task::spawn_local(read_files(c, files));
+                                   }
+                               } />
+                       </label>
+                       <a href="examples/sim-example-summary.csv" download>"example summary CSV"</a>
+                       " · "
+                       <a href="examples/sim-example-requests.csv" download>"example per-request CSV"</a>
+                       {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
+                   </div>
+                   {error_table(c)}
+                   <details class="bench">
+                       <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
+                       <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>
+                       <span id="grid-result">{move || c.grid.get().unwrap_or_default()}</span>
+                   </details>
+               </section>
+           </main>
+           </div>
+           <footer>"Simulation: discrete-event model of an iteration-level batching engine (kvqueue engine, compiled to WebAssembly). Models: the reference study's M/M/C, birth–death chain and CTMC, and kvqueue's own. Sweeps run in Web Workers; nothing leaves your browser."</footer>
+       }
 }

@@ -314,13 +314,9 @@ impl Tape {
                     reserved_blocks,
                 )),
                 Event::Admitted { t_s, id } => marks.push(mark(t_s, MarkKind::Admitted, id, 0)),
-                Event::FirstToken { t_s, id } => {
-                    marks.push(mark(t_s, MarkKind::FirstToken, id, 0))
-                }
+                Event::FirstToken { t_s, id } => marks.push(mark(t_s, MarkKind::FirstToken, id, 0)),
                 Event::Finished { t_s, id } => marks.push(mark(t_s, MarkKind::Finished, id, 0)),
-                Event::Preempted { t_s, id } => {
-                    marks.push(mark(t_s, MarkKind::Preempted, id, 0))
-                }
+                Event::Preempted { t_s, id } => marks.push(mark(t_s, MarkKind::Preempted, id, 0)),
             }
         }
         marks.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));

@@ -38,6 +38,10 @@ pub enum ConfigError {
     /// A data file (CSV/JSON) could not be parsed.
     #[error("could not parse {what}: {why}")]
     Parse { what: &'static str, why: String },
+    /// A fleet that cannot run as given (a router that cannot apply to its servers). The
+    /// message says what to change.
+    #[error("fleet: {0}")]
+    Fleet(String),
     /// Past a resource limit of the simulator ([`crate::limits`]): too much work for one
     /// run or sweep, or a value it cannot allocate for. The variant says which and by how
     /// much.

@@ -50,6 +50,7 @@ pub mod config;
 pub mod cost;
 pub mod data;
 pub mod error;
+pub mod fleet;
 pub mod kv_cache;
 pub mod limits;
 pub mod metrics;

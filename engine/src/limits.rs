@@ -74,6 +74,9 @@ pub const MAX_HORIZON_S: f64 = 1e9;
 /// still in the system are recorded as unfinished.
 pub const MAX_DRAIN_HORIZONS: f64 = 1000.0;
 
+/// Most replicas in a fleet.
+pub const MAX_REPLICAS: usize = 4096;
+
 /// Most seeds in one sweep: a sweep keeps one summary per seed and grid point.
 pub const MAX_SEEDS: usize = 10_000;
 

@@ -174,6 +174,23 @@ impl Accumulator {
         }
     }
 
+    /// Adds everything `other` has counted (the servers of a fleet into the fleet).
+    pub fn merge(&mut self, other: &Accumulator) {
+        self.ttft.merge(&other.ttft);
+        self.tpot.merge(&other.tpot);
+        self.e2e.merge(&other.e2e);
+        self.itl_max.merge(&other.itl_max);
+        self.arrivals += other.arrivals;
+        self.completed += other.completed;
+        self.rejected += other.rejected;
+        self.unfinished += other.unfinished;
+        self.errors += other.errors;
+        self.output_tokens += other.output_tokens;
+        self.slo_ok += other.slo_ok;
+        self.preemptions += other.preemptions;
+        self.stalls += other.stalls;
+    }
+
     /// Finishes with the measurement window [s] that rates are divided by.
     pub fn finish(self, window_s: f64) -> Summary {
         let per_s = |x: u64| {

@@ -314,27 +314,27 @@ macro_rules! with_scheduler {
     ($policy:expr, $s:ident => $body:expr) => {
         match $policy {
             $crate::config::Policy::Serial => {
-                let mut $s = $crate::scheduler::Serial::default();
+                let $s = $crate::scheduler::Serial::default();
                 $body
             }
             $crate::config::Policy::Static => {
-                let mut $s = $crate::scheduler::StaticBatch::default();
+                let $s = $crate::scheduler::StaticBatch::default();
                 $body
             }
             $crate::config::Policy::Continuous => {
-                let mut $s = $crate::scheduler::Continuous::default();
+                let $s = $crate::scheduler::Continuous::default();
                 $body
             }
             $crate::config::Policy::Chunked => {
-                let mut $s = $crate::scheduler::Chunked::default();
+                let $s = $crate::scheduler::Chunked::default();
                 $body
             }
             $crate::config::Policy::Sjf => {
-                let mut $s = $crate::scheduler::Sjf::default();
+                let $s = $crate::scheduler::Sjf::default();
                 $body
             }
             $crate::config::Policy::LlamaCpp => {
-                let mut $s = $crate::scheduler::LlamaCpp::default();
+                let $s = $crate::scheduler::LlamaCpp::default();
                 $body
             }
         }

@@ -30,10 +30,13 @@ mod clock;
 pub mod events;
 mod pending;
 mod reuse;
+mod server;
+mod source;
 mod timeseries;
 
 pub use events::simulate_logged;
 pub use reuse::run_also_holds_for;
+pub(crate) use server::{server, Server, ServerView};
 pub use timeseries::TimePoint;
 
 use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
@@ -52,6 +55,7 @@ use clock::{
 };
 use pending::Pending;
 use serde::{Deserialize, Serialize};
+use source::Source;
 use std::cmp::Reverse;
 use timeseries::Sampler;
 
@@ -93,6 +97,9 @@ pub struct RunStats {
     /// unfinished and `end_s` is where it stopped. Never set for a cut run.
     #[serde(default)]
     pub unstable: bool,
+    /// Time spent running iterations [s]; busy_s / end_s is the server's utilisation.
+    #[serde(default)]
+    pub busy_s: f64,
 }
 
 /// What a run returns.
@@ -149,7 +156,7 @@ fn simulate_with_hint<I: Iterator<Item = Request>>(
     requests: I,
     expected: usize,
 ) -> SimReport {
-    with_scheduler!(cfg.server.policy, sched => Sim::new(cfg, &mut sched, expected).run(requests))
+    with_scheduler!(cfg.server.policy, sched => Sim::new(cfg, sched, expected).run(requests))
 }
 
 /// FNV-1a digest of records (every field, floats by bit pattern): equal digests mean
@@ -180,7 +187,7 @@ pub fn digest(records: &[RequestRecord]) -> u64 {
 
 struct Sim<'a, S: Scheduler> {
     cfg: &'a SimConfig,
-    sched: &'a mut S,
+    sched: S,
     /// In admission order: `[decode set | other prefilled | unprefilled]`, split at
     /// `attached` and `prefilled`.
     running: Vec<Seq>,
@@ -223,6 +230,20 @@ struct Sim<'a, S: Scheduler> {
     /// *entry*, `arrival + overhead` ([`Pending::next_t`]); records keep the arrival, so
     /// latencies include the overhead, while the L and W of Little's law count from entry.
     overhead: f64,
+    /// A plan made but not yet run because its step would end past the caller's limit
+    /// ([`Sim::advance`]; never set in a one-server run).
+    stash: Option<Plan>,
+    /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
+    wake: f64,
+    /// The run has stopped (horizon or drain cap); what arrives later is settled by
+    /// [`Sim::finish`].
+    stopped: bool,
+    /// Prompt + output − streamed tokens of every admitted request still in the system:
+    /// the outstanding work a router sees ([`ServerView::work_tokens`]).
+    work_tokens: u64,
+    /// Records (id, end instant) of every request that left, when a client needs them
+    /// ([`Server::take_departures`]).
+    departures: Option<Vec<(u64, f64)>>,
     /// The event log's hooks ([`events`]): off unless [`simulate_logged`] runs.
     log: events::Sink<'a>,
 }
@@ -230,11 +251,24 @@ struct Sim<'a, S: Scheduler> {
 enum Step {
     Continue,
     Stop,
+    /// The step would end after the limit: nothing was changed (the plan is kept).
+    Blocked(f64),
+}
+
+/// Why [`Sim::advance`] returned.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Halt {
+    /// Nothing to do and no arrival known.
+    Idle,
+    /// The next step needs arrivals not yet known (at or after the limit).
+    Waiting,
+    /// The run stopped (horizon, drain cap).
+    Stopped,
 }
 
 impl<'a, S: Scheduler> Sim<'a, S> {
     /// `expected`: about how many requests will arrive (sizes the metrics' buffers).
-    fn new(cfg: &'a SimConfig, sched: &'a mut S, expected: usize) -> Self {
+    fn new(cfg: &'a SimConfig, sched: S, expected: usize) -> Self {
         let s = &cfg.server;
         let kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
         let paged = s.kv_mode == KvMode::Paged;
@@ -280,41 +314,84 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             last_event: 0.0,
             cost: PreparedCost::new(&cfg.cost, s.max_batch),
             overhead: s.overhead_s,
+            stash: None,
+            wake: 0.0,
+            stopped: false,
+            work_tokens: 0,
+            departures: None,
             log: events::Sink::default(),
         }
     }
 
     fn run<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
         let mut requests = Pending::new(requests, self.overhead);
+        self.advance(&mut requests, f64::INFINITY);
+        self.finish(requests)
+    }
+
+    /// Runs every step that needs no arrival at or after `limit` [s]: the server plans at
+    /// an instant only when every arrival up to it is known (`t < limit`), and runs a step
+    /// only when it ends by `limit`, so a fleet can hand it arrivals in time order and see
+    /// its state at each one. A step that would end later is planned and kept, never cut,
+    /// so a stepped run is the same run, record for record, as an unstepped one. With an
+    /// infinite limit this is the whole run.
+    fn advance<Q: Source>(&mut self, requests: &mut Q, limit: f64) -> Halt {
+        if self.stopped {
+            return Halt::Stopped;
+        }
         loop {
             while let Some(r) = requests.pop_at_or_before(self.t) {
                 self.arrive(r);
             }
-            if self.paged {
-                self.secure_decode_blocks();
+            if self.t >= limit {
+                self.wake = self.t;
+                return Halt::Waiting;
             }
-            let plan = self.plan_or_keep_decoding();
+            let plan = match self.stash.take() {
+                Some(plan) => plan,
+                None => {
+                    if self.paged {
+                        self.secure_decode_blocks();
+                    }
+                    self.plan_or_keep_decoding()
+                }
+            };
             if plan.is_empty() {
                 debug_assert!(
                     self.running.is_empty(),
                     "a non-empty running set must do something"
                 );
-                if requests.peek().is_none() {
-                    break;
+                let next = requests.next_t();
+                if next == f64::INFINITY {
+                    self.wake = f64::INFINITY;
+                    return Halt::Idle;
                 }
-                self.advance_to(requests.next_t);
+                if next > limit {
+                    self.wake = next;
+                    return Halt::Waiting;
+                }
+                self.advance_to(next);
                 continue;
             }
             let step = if plan.is_pure_decode(self.running.len()) && !self.context_cost {
-                self.decode_run(&mut requests, plan.decode_ubatches)
+                self.decode_run(requests, plan.decode_ubatches, limit)
             } else {
-                self.iteration(plan, &mut requests)
+                self.iteration(plan, requests, limit)
             };
-            if let Step::Stop = step {
-                break;
+            match step {
+                Step::Continue => {}
+                Step::Stop => {
+                    self.stopped = true;
+                    self.wake = f64::INFINITY;
+                    return Halt::Stopped;
+                }
+                Step::Blocked(end) => {
+                    self.stash = Some(plan);
+                    self.wake = end;
+                    return Halt::Waiting;
+                }
             }
         }
-        self.finish(requests)
     }
 
     /// [`Sim::plan`], or, when the policy says planning would change nothing (no one to
@@ -414,7 +491,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
         }
         let admitted = self.admissible(need);
-        self.log.arrival(r.id, entry, admitted, need * u64::from(!self.paged));
+        self.log
+            .arrival(r.id, entry, admitted, need * u64::from(!self.paged));
         if admitted && !self.paged {
             let taken = self.kv.try_take(need);
             debug_assert!(taken, "admissible checked the free blocks");
@@ -426,6 +504,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 self.stats.peak_in_system = self.in_system;
             }
             let reserved = if self.paged { 0 } else { need };
+            self.work_tokens += r.total_tokens();
             self.sched.enqueue(Seq::new(r, reserved));
         } else {
             self.record(RequestRecord {
@@ -587,11 +666,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// One iteration of any shape.
-    fn iteration<I: Iterator<Item = Request>>(
-        &mut self,
-        plan: Plan,
-        requests: &mut Pending<I>,
-    ) -> Step {
+    fn iteration<Q: Source>(&mut self, plan: Plan, requests: &mut Q, limit: f64) -> Step {
         // Not lazy when the cost depends on context, so every kv_tokens is exact.
         let (context_tokens, max_context_tokens) = if self.context_cost {
             self.running.iter().fold((0, 0), |(sum, max), s| {
@@ -623,13 +698,23 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if t_end > self.stop_at {
             return self.stop();
         }
+        if t_end > limit {
+            return Step::Blocked(t_end);
+        }
+        self.stats.busy_s += d;
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
-        self.log.iteration((self.t, t_end), &self.running, (decoders, self.prefilled), self.emit_at_prefill);
+        self.log.iteration(
+            (self.t, t_end),
+            &self.running,
+            (decoders, self.prefilled),
+            self.emit_at_prefill,
+        );
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
         let mut finished = decoders > 0 && self.decode_tick(t_end, decoders);
+        self.work_tokens -= decoders as u64;
         let thr = self.stall_threshold;
         let emit_at_prefill = self.emit_at_prefill;
         for s in &mut self.running[self.prefilled..] {
@@ -638,6 +723,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 s.kv_tokens += s.chunk as u64;
                 if s.prefill_done() && emit_at_prefill {
                     emit(s, t_end, thr);
+                    self.work_tokens -= 1;
                     finished |= s.generated >= s.req.output;
                 }
                 s.chunk = 0;
@@ -662,11 +748,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// A run of identical pure-decode iterations, jumped in one step.
-    fn decode_run<I: Iterator<Item = Request>>(
-        &mut self,
-        requests: &mut Pending<I>,
-        ubatches: u32,
-    ) -> Step {
+    fn decode_run<Q: Source>(&mut self, requests: &mut Q, ubatches: u32, limit: f64) -> Step {
         let n = self.running.len();
         let d = self.cost.decode_step_split(n as u32, ubatches, 0);
         let a = match self.anchor {
@@ -708,7 +790,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             .arrival_can_join(n, self.cfg.server.max_batch as usize)
         {
             while let Some(r) = requests.peek() {
-                let entry = requests.next_t;
+                let entry = requests.next_t();
                 if entry >= at(k) {
                     break;
                 }
@@ -737,10 +819,22 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 }
                 k = lo;
             }
+        }
+        let t_end = at(k);
+        if t_end > limit {
+            return Step::Blocked(t_end);
+        }
+        if self.paged {
             self.grow_blocks(k, n);
         }
-        self.log.decode_run(&at, k, &self.running, self.paged.then(|| self.kv.block_size()));
-        let t_end = at(k);
+        self.stats.busy_s += t_end - self.t;
+        self.work_tokens -= n as u64 * k;
+        self.log.decode_run(
+            &at,
+            k,
+            &self.running,
+            self.paged.then(|| self.kv.block_size()),
+        );
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
@@ -828,6 +922,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Releases a completed sequence's KV and records it.
     fn depart(&mut self, s: &Seq, t: f64) {
         self.kv.release(s.blocks);
+        self.work_tokens -= u64::from(s.req.prompt);
         self.log.finished(s.req.id, t);
         // From entry, as the area of Little's law counts.
         self.stats.sojourn_sum_s += t - (s.req.arrival + self.overhead);
@@ -836,6 +931,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     fn record(&mut self, r: RequestRecord) {
+        if let Some(d) = &mut self.departures {
+            d.push((r.id, r.finish_s.unwrap_or(r.arrival_s + self.overhead)));
+        }
         self.acc.push(&r);
         if self.cfg.keep_records {
             self.records.push(r);
@@ -851,7 +949,29 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         Step::Stop
     }
 
-    fn finish<I: Iterator<Item = Request>>(mut self, requests: I) -> SimReport {
+    fn finish<I: Iterator<Item = Request>>(self, requests: I) -> SimReport {
+        let (acc, window, records, timeseries, stats) = self.finish_parts(requests);
+        SimReport {
+            summary: acc.finish(window),
+            records,
+            timeseries,
+            stats,
+        }
+    }
+
+    /// [`Sim::finish`] before summarising: the accumulator and its window, so a fleet can
+    /// merge its servers' accumulators.
+    #[allow(clippy::type_complexity)]
+    fn finish_parts<I: Iterator<Item = Request>>(
+        mut self,
+        requests: I,
+    ) -> (
+        Accumulator,
+        f64,
+        Vec<RequestRecord>,
+        Vec<TimePoint>,
+        RunStats,
+    ) {
         if self.cut || self.stats.unstable {
             // Arrivals up to the horizon are still admitted or rejected (no releases).
             for r in requests {
@@ -894,12 +1014,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.stats.kv_used_at_end_tokens = self.kv.used_blocks() * self.kv.block_size();
         self.stats.time_avg_in_system = if end > 0.0 { self.area / end } else { 0.0 };
         let window = (end - self.cfg.metrics.warmup_s).max(0.0);
-        SimReport {
-            summary: self.acc.finish(window),
-            records: self.records,
-            timeseries: self.ts.points,
-            stats: self.stats,
-        }
+        (self.acc, window, self.records, self.ts.points, self.stats)
     }
 }
 

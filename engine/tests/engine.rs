@@ -11,6 +11,8 @@ mod conformance;
 mod determinism;
 #[path = "engine/events.rs"]
 mod events;
+#[path = "engine/fleet.rs"]
+mod fleet;
 #[path = "engine/limits.rs"]
 mod limits;
 #[path = "engine/oracle.rs"]

@@ -3,8 +3,8 @@
 //! why p99 moves more than the mean.
 
 use super::ci::{ms, Check};
-use super::{fmt_num, mean_of, quantile, reading, series, sim, Control, LessonOutput};
 use super::variance::{service_moments, variance_params};
+use super::{fmt_num, mean_of, quantile, reading, series, sim, Control, LessonOutput};
 use crate::chart::{Corner, XyPanel};
 use crate::params::{Arrivals, Params};
 use engine::analytic::{ca2_from_burstiness, Kingman};

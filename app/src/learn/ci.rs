@@ -96,7 +96,10 @@ mod tests {
         c.formula.1 = 2.0;
         let (ok, text) = c.verdict();
         assert!(!ok);
-        assert!(text.ends_with("outside the interval: the formula ignores X"), "{text}");
+        assert!(
+            text.ends_with("outside the interval: the formula ignores X"),
+            "{text}"
+        );
         c.sim = Aggregate::of([Some(1.0)]);
         assert!(!c.verdict().0, "one seed has no interval");
     }

@@ -106,7 +106,9 @@ mod tests {
             let links = watch_links(&LessonState::new(l));
             assert!(!links.is_empty(), "{l:?}");
             for k in links {
-                k.params.check().unwrap_or_else(|e| panic!("{l:?} {}: {}", k.label, e.message));
+                k.params
+                    .check()
+                    .unwrap_or_else(|e| panic!("{l:?} {}: {}", k.label, e.message));
                 let tape = crate::watch::record(&k.params, 40, 0)
                     .unwrap_or_else(|e| panic!("{l:?} {}: {e}", k.label));
                 assert_eq!(tape.records.len(), 40);

@@ -91,7 +91,11 @@ fn config(mode: KvMode, room: u32, rate: f64, seed: u64) -> engine::SimConfig {
 /// What one run shows: refused fraction, mean holding time (arrival → finish) and mean
 /// wait (arrival → admitted) of the accepted [s].
 fn measure(rep: &SimReport) -> (f64, Option<f64>, Option<f64>) {
-    let done = || rep.records.iter().filter(|r| r.outcome == Outcome::Completed);
+    let done = || {
+        rep.records
+            .iter()
+            .filter(|r| r.outcome == Outcome::Completed)
+    };
     (
         rep.summary.blocking_probability,
         mean_of(done().filter_map(|r| r.finish_s.map(|f| f - r.arrival_s))),
@@ -147,7 +151,10 @@ pub(super) fn run(rate: f64, room: f64) -> Result<LessonOutput, String> {
         let mut res = Vec::new();
         let mut pag = Vec::new();
         for seed in 0..seeds {
-            res.push(measure(&sim(&config(KvMode::Reserve, room, r, seed), &mut runs)?));
+            res.push(measure(&sim(
+                &config(KvMode::Reserve, room, r, seed),
+                &mut runs,
+            )?));
             let rep = sim(&config(KvMode::Paged, room, r, seed), &mut runs)?;
             let m = measure(&rep);
             let unstable = rep.stats.unstable;
@@ -212,7 +219,11 @@ pub(super) fn run(rate: f64, room: f64) -> Result<LessonOutput, String> {
                 "{} simulated · {} {}",
                 pblock.mean.map(pct2).unwrap_or_default(),
                 delay.map(|d| pct2(d.0)).unwrap_or_else(|| "—".into()),
-                if room == 0 { "(nobody is refused)" } else { "M/M/c/K" }
+                if room == 0 {
+                    "(nobody is refused)"
+                } else {
+                    "M/M/c/K"
+                }
             ),
         ),
         reading(
@@ -264,13 +275,7 @@ pub(super) fn run(rate: f64, room: f64) -> Result<LessonOutput, String> {
             .join(" · "),
     ));
     let mut block_series = vec![
-        series(
-            "reserve: refused (simulation)",
-            0,
-            s_block,
-            false,
-            true,
-        ),
+        series("reserve: refused (simulation)", 0, s_block, false, true),
         series("Erlang B", 1, m_b, true, false),
     ];
     if room > 0 {
@@ -315,7 +320,11 @@ pub(super) fn run(rate: f64, room: f64) -> Result<LessonOutput, String> {
                         true,
                     ),
                     series(
-                        if room == 0 { "Erlang C (M/M/c)" } else { "M/M/c/K" },
+                        if room == 0 {
+                            "Erlang C (M/M/c)"
+                        } else {
+                            "M/M/c/K"
+                        },
                         2,
                         m_wait,
                         true,
@@ -344,7 +353,10 @@ mod tests {
     fn loss_or_delay_checks_erlang_b_and_the_queue() {
         let out = run(&LessonState::new(Lesson::LossDelay)).unwrap();
         let (ok, text) = out.check.clone().unwrap();
-        assert!(text.contains("Erlang B") && text.contains("Erlang C"), "{text}");
+        assert!(
+            text.contains("Erlang B") && text.contains("Erlang C"),
+            "{text}"
+        );
         assert!(ok, "{text}");
         // Refusals grow with λ; the unlimited queue refuses nobody.
         let b = &out.panels[0].series[0].points;

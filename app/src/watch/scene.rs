@@ -153,7 +153,10 @@ pub fn draw_scene<DB: DrawingBackend>(
     let b = tape.max_batch as usize;
     let (prefill, decode, idle) = super::replay::phase_counts(&s.slots);
     root.draw(&Text::new(
-        format!("batch: {} of B = {b} ({prefill} prefill, {decode} decode, {idle} idle)", s.slots.len()),
+        format!(
+            "batch: {} of B = {b} ({prefill} prefill, {decode} decode, {idle} idle)",
+            s.slots.len()
+        ),
         (bx0, 28),
         font(15),
     ))?;
@@ -214,7 +217,13 @@ pub fn draw_scene<DB: DrawingBackend>(
                         FIRST.filled(),
                     ))?;
                     root.draw(&PathElement::new(
-                        vec![(cx, cy - 7), (cx + 7, cy), (cx, cy + 7), (cx - 7, cy), (cx, cy - 7)],
+                        vec![
+                            (cx, cy - 7),
+                            (cx + 7, cy),
+                            (cx, cy + 7),
+                            (cx - 7, cy),
+                            (cx, cy - 7),
+                        ],
                         WHITE.stroke_width(1),
                     ))?;
                 }
@@ -243,7 +252,11 @@ pub fn draw_scene<DB: DrawingBackend>(
         .iter()
         .filter(|m| m.kind == MarkKind::Finished && m.t_s > s.t_s - flash)
         .count();
-    root.draw(&Text::new(format!("done: {}", s.completed), (fx, 60), font(13)))?;
+    root.draw(&Text::new(
+        format!("done: {}", s.completed),
+        (fx, 60),
+        font(13),
+    ))?;
     for k in 0..done_recent.min(8) {
         let (x, y) = (fx + 6 + (k as i32 % 4) * 16, 78 + (k as i32 / 4) * 18);
         root.draw(&PathElement::new(
@@ -277,7 +290,11 @@ pub fn draw_scene<DB: DrawingBackend>(
     let mut ranges = Vec::new();
     let mut at = 0u64;
     for (k, (id, blocks, running)) in s.kv_owners.iter().enumerate() {
-        let code = if *running { phase_of(*id).unwrap_or(0) } else { i32::MIN };
+        let code = if *running {
+            phase_of(*id).unwrap_or(0)
+        } else {
+            i32::MIN
+        };
         ranges.push((at, at + *blocks as u64, code, k));
         at += *blocks as u64;
     }
@@ -333,7 +350,10 @@ pub fn draw_scene<DB: DrawingBackend>(
         ("reserved, waiting", QUIET.mix(0.35), true),
         ("idle in batch", QUIET.mix(1.0), false),
     ] {
-        root.draw(&Rectangle::new([(lx, ly - 10), (lx + 14, ly + 4)], color.filled()))?;
+        root.draw(&Rectangle::new(
+            [(lx, ly - 10), (lx + 14, ly + 4)],
+            color.filled(),
+        ))?;
         if striped {
             root.draw(&PathElement::new(
                 vec![(lx, ly + 4), (lx + 14, ly - 10)],
@@ -355,10 +375,19 @@ pub fn draw_scene<DB: DrawingBackend>(
         WHITE.filled(),
     ))?;
     root.draw(&PathElement::new(
-        vec![(tx, cy - 7), (tx - 7, cy + 6), (tx + 7, cy + 6), (tx, cy - 7)],
+        vec![
+            (tx, cy - 7),
+            (tx - 7, cy + 6),
+            (tx + 7, cy + 6),
+            (tx, cy - 7),
+        ],
         ALERT.stroke_width(2),
     ))?;
-    root.draw(&Text::new("preempted, waiting", (tx + 12, ly - 8), font(13)))?;
+    root.draw(&Text::new(
+        "preempted, waiting",
+        (tx + 12, ly - 8),
+        font(13),
+    ))?;
 
     // The latest events, as text.
     let ey = ly + 18;
@@ -413,12 +442,21 @@ pub fn draw_ttft<DB: DrawingBackend>(
         let bx = x0 + (i as f64 * bw).round() as i32;
         let top_y = y1 - ((c as f64 / top as f64) * (y1 - y0) as f64).round() as i32;
         root.draw(&Rectangle::new(
-            [(bx + 1, top_y), ((x0 + ((i + 1) as f64 * bw).round() as i32) - 1, y1)],
+            [
+                (bx + 1, top_y),
+                ((x0 + ((i + 1) as f64 * bw).round() as i32) - 1, y1),
+            ],
             DECODE.filled(),
         ))?;
     }
-    root.draw(&PathElement::new(vec![(x0, y1), (x1, y1)], INK.stroke_width(1)))?;
-    root.draw(&PathElement::new(vec![(x0, y0), (x0, y1)], INK.stroke_width(1)))?;
+    root.draw(&PathElement::new(
+        vec![(x0, y1), (x1, y1)],
+        INK.stroke_width(1),
+    ))?;
+    root.draw(&PathElement::new(
+        vec![(x0, y0), (x0, y1)],
+        INK.stroke_width(1),
+    ))?;
     root.draw(&Text::new(top.to_string(), (4, y0 - 6), font(11)))?;
     root.draw(&Text::new("0 s", (x0 - 8, y1 + 6), font(11)))?;
     root.draw(&Text::new(

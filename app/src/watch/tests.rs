@@ -43,10 +43,13 @@ fn record_refuses_bad_sizes_and_bad_parameters() {
 /// The watched configurations: the reference (reserve, refusals), a paged one that
 /// preempts, chunked prefill, and every other policy.
 fn watched() -> Vec<(String, Params)> {
-    let mut out = vec![("reference".to_string(), Params {
-        rate: 6.0,
-        ..Params::default()
-    })];
+    let mut out = vec![(
+        "reference".to_string(),
+        Params {
+            rate: 6.0,
+            ..Params::default()
+        },
+    )];
     for policy in Policy::ALL {
         out.push((
             format!("{policy:?}/paged"),
@@ -74,7 +77,12 @@ fn replay_matches_the_engines_time_series_and_records() {
         assert!(tape.timeseries.len() > 100, "{label}");
         for tp in &tape.timeseries {
             let s = snapshot(&tape, tp.t_s, 0.0);
-            assert_eq!(s.queue.len() as u32, tp.waiting, "{label}: queue at {}", tp.t_s);
+            assert_eq!(
+                s.queue.len() as u32,
+                tp.waiting,
+                "{label}: queue at {}",
+                tp.t_s
+            );
             assert_eq!(s.running, tp.running, "{label}: batch at {}", tp.t_s);
             if !tape.paged {
                 assert_eq!(
@@ -85,7 +93,10 @@ fn replay_matches_the_engines_time_series_and_records() {
                 );
             } else {
                 // Paged decode runs take their blocks when the run starts.
-                assert!(s.kv_used_blocks * tape.block_size <= tp.kv_used_tokens, "{label}");
+                assert!(
+                    s.kv_used_blocks * tape.block_size <= tp.kv_used_tokens,
+                    "{label}"
+                );
             }
             let done = tape
                 .records
@@ -101,7 +112,12 @@ fn replay_matches_the_engines_time_series_and_records() {
                 .count();
             assert_eq!(s.first_tokens as usize, firsts, "{label}");
             if s.iteration.is_some() {
-                assert_eq!(s.slots.len() as u32, s.running, "{label}: slots at {}", tp.t_s);
+                assert_eq!(
+                    s.slots.len() as u32,
+                    s.running,
+                    "{label}: slots at {}",
+                    tp.t_s
+                );
             }
         }
         let end = snapshot(&tape, tape.end_s, 0.0);
@@ -111,7 +127,10 @@ fn replay_matches_the_engines_time_series_and_records() {
         refused += end.rejected;
         assert_eq!(
             end.rejected as usize,
-            tape.records.iter().filter(|r| r.outcome == Outcome::Rejected).count()
+            tape.records
+                .iter()
+                .filter(|r| r.outcome == Outcome::Rejected)
+                .count()
         );
     }
     assert!(preempted > 0 && refused > 0, "{preempted} {refused}");
@@ -150,7 +169,10 @@ fn the_scene_draws_what_the_snapshot_holds() {
             assert_eq!(drawn.kv_blocks, s.kv_used_blocks, "{label}");
             assert!(svg.contains(&format!("queue: {} waiting", s.queue.len())));
             let text = describe(&tape, &s);
-            assert!(text.contains(&format!("{} waiting", s.queue.len())), "{text}");
+            assert!(
+                text.contains(&format!("{} waiting", s.queue.len())),
+                "{text}"
+            );
             let mut h = String::new();
             {
                 let root = SVGBackend::with_string(&mut h, (300, 160)).into_drawing_area();

@@ -96,6 +96,43 @@ impl Quantiles {
         }
     }
 
+    /// Adds every value of `other` (a fleet's servers into the fleet): exact while the
+    /// two together fit in [`EXACT_SAMPLES`], else through the histogram.
+    pub fn merge(&mut self, other: &Quantiles) {
+        match &other.hist {
+            None if self.hist.is_none()
+                && self.exact.len() + other.exact.len() <= EXACT_SAMPLES =>
+            {
+                self.exact.extend_from_slice(&other.exact);
+            }
+            None => {
+                for &k in &other.exact {
+                    self.push_to_histogram(from_total_order_key(k));
+                }
+                // push_to_histogram counts nothing itself; n, sum and max follow below.
+            }
+            Some(h) => {
+                // Force the histogram, then add other's counts.
+                if self.hist.is_none() {
+                    let mut mine = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+                    for &k in &self.exact {
+                        record(&mut mine, from_total_order_key(k));
+                    }
+                    self.exact = Vec::new();
+                    self.room = 0;
+                    self.hist = Some(Box::new(mine));
+                }
+                if let Some(mine) = &mut self.hist {
+                    mine.add(&**h)
+                        .expect("histograms of the same precision add");
+                }
+            }
+        }
+        self.n += other.n;
+        self.sum += other.sum;
+        self.max = crate::num::max_f64(self.max, other.max);
+    }
+
     /// Whether percentiles are exact (no histogram yet).
     pub fn is_exact(&self) -> bool {
         self.hist.is_none()

@@ -98,7 +98,7 @@ pub fn simulate_logged<I: Iterator<Item = Request>>(
     let hint = requests.size_hint().0;
     let mut events = Vec::new();
     let report = with_scheduler!(cfg.server.policy, sched => {
-        let mut sim = Sim::new(cfg, &mut sched, hint);
+        let mut sim = Sim::new(cfg, sched, hint);
         sim.log = Sink {
             log: Some(&mut events),
             ..Sink::default()
@@ -270,15 +270,12 @@ fn log_decode_run(
             slots,
         }));
         if i == 1 {
-            log.extend(
-                running
-                    .iter()
-                    .filter(|s| s.first_token.is_nan())
-                    .map(|s| Event::FirstToken {
-                        t_s: end_s,
-                        id: s.req.id,
-                    }),
-            );
+            log.extend(running.iter().filter(|s| s.first_token.is_nan()).map(|s| {
+                Event::FirstToken {
+                    t_s: end_s,
+                    id: s.req.id,
+                }
+            }));
         }
     }
 }

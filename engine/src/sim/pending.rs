@@ -37,26 +37,6 @@ impl<I: Iterator<Item = Request>> Pending<I> {
             .map_or(f64::INFINITY, |r| r.arrival + self.overhead);
         r
     }
-
-    /// The next request if it arrives before `t`.
-    #[inline]
-    pub(super) fn pop_before(&mut self, t: f64) -> Option<Request> {
-        if self.next_t < t {
-            self.pop()
-        } else {
-            None
-        }
-    }
-
-    /// The next request if it arrives at or before `t`.
-    #[inline]
-    pub(super) fn pop_at_or_before(&mut self, t: f64) -> Option<Request> {
-        if self.next_t <= t {
-            self.pop()
-        } else {
-            None
-        }
-    }
 }
 
 impl<I: Iterator<Item = Request>> Iterator for Pending<I> {

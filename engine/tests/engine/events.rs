@@ -69,16 +69,33 @@ fn check_log(cfg: &SimConfig, rep: &SimReport, events: &[Event], label: &str) {
             }
         }
     }
-    assert_eq!(seen.len(), rep.records.len(), "{label}: every request logged");
+    assert_eq!(
+        seen.len(),
+        rep.records.len(),
+        "{label}: every request logged"
+    );
     for r in &rep.records {
         let s = &seen[&r.id];
         let (entry, admitted) = s.arrival.expect("arrival logged");
         assert_eq!(entry, r.arrival_s + cfg.server.overhead_s, "{label}");
-        assert_eq!(admitted, r.outcome != Outcome::Rejected, "{label}: {}", r.id);
+        assert_eq!(
+            admitted,
+            r.outcome != Outcome::Rejected,
+            "{label}: {}",
+            r.id
+        );
         assert_eq!(s.first_admitted, r.admitted_s, "{label}: admitted {}", r.id);
-        assert_eq!(s.first_token, r.first_token_s, "{label}: first token {}", r.id);
+        assert_eq!(
+            s.first_token, r.first_token_s,
+            "{label}: first token {}",
+            r.id
+        );
         assert_eq!(s.finished, r.finish_s, "{label}: finish {}", r.id);
-        assert_eq!(s.preemptions, r.preemptions, "{label}: preemptions {}", r.id);
+        assert_eq!(
+            s.preemptions, r.preemptions,
+            "{label}: preemptions {}",
+            r.id
+        );
         // Every token is a decode, but the one a finished prefill emits.
         let at_prefill = u32::from(cfg.first_token == FirstToken::AfterPrefill);
         if r.outcome == Outcome::Completed && r.preemptions == 0 {
@@ -135,7 +152,12 @@ fn check_replay(cfg: &SimConfig, rep: &SimReport, events: &[Event], label: &str)
         assert_eq!(running, p.running as i64, "{label}: batch at {}", p.t_s);
         if cfg.server.kv_mode == KvMode::Reserve {
             let bs = u64::from(cfg.server.block_size.max(1)) as i64;
-            assert_eq!(reserved * bs, p.kv_used_tokens as i64, "{label}: KV at {}", p.t_s);
+            assert_eq!(
+                reserved * bs,
+                p.kv_used_tokens as i64,
+                "{label}: KV at {}",
+                p.t_s
+            );
         }
         checked += 1;
     }

@@ -1,0 +1,379 @@
+//! Fleets: N servers behind a router, sharing one request stream (docs/model.md,
+//! "Fleets").
+//!
+//! Each server is the one-server simulator, stepped: the router hands it requests in
+//! arrival order and, before each decision, sees every server it looks at as it stands at
+//! that instant. A server is only moved forward when a router looks at it, and never
+//! past what it can know, so routers that look at nothing (round-robin, random) leave
+//! each server to run as one undisturbed simulation, and every server's run is the same,
+//! record for record, as its own requests simulated alone.
+//!
+//! ```
+//! use engine::fleet::{simulate_fleet, FleetConfig, RouterKind};
+//! let one = engine::SimConfig::reference(6.0, 8, 8192);
+//! let fleet = FleetConfig::uniform(one, 4, RouterKind::LeastOutstanding);
+//! let report = simulate_fleet(&fleet).unwrap();
+//! assert_eq!(report.replicas.len(), 4);
+//! assert!(report.summary.ttft.mean.unwrap() > 0.0);
+//! ```
+
+mod gate;
+mod router;
+
+pub use router::RouterKind;
+
+use crate::config::ServerConfig;
+use crate::config::{EndRule, KvMode, SimConfig};
+use crate::cost::CostModel;
+use crate::error::ConfigError;
+use crate::limits::{Limits, MAX_REPLICAS};
+use crate::metrics::{Accumulator, Summary};
+use crate::record::RequestRecord;
+use crate::sim::{server, RunStats, Server, ServerView, TimePoint};
+use crate::workload::Request;
+use serde::{Deserialize, Serialize};
+
+/// One server of a fleet: its settings and cost model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Replica {
+    pub server: ServerConfig,
+    pub cost: CostModel,
+}
+
+/// How the client sends requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Client {
+    /// Each request at its arrival time (open loop).
+    #[default]
+    Open,
+    /// At most `max` requests in flight: a request is sent at its arrival time or, if
+    /// `max` are in flight, when one of them ends, in arrival order (`vllm bench serve
+    /// --max-concurrency`). Its latencies count from when it is sent.
+    MaxConcurrency { max: u32 },
+}
+
+/// A fleet: the workload and run settings of `base`, N servers and a router.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FleetConfig {
+    /// The workload, horizon, seed, end rule, metrics and outputs of the whole fleet.
+    /// Its server and cost are not used: each replica has its own.
+    pub base: SimConfig,
+    pub replicas: Vec<Replica>,
+    pub router: RouterKind,
+    #[serde(default)]
+    pub client: Client,
+}
+
+impl FleetConfig {
+    /// `n` replicas, each with `base`'s server and cost.
+    pub fn uniform(base: SimConfig, n: u32, router: RouterKind) -> FleetConfig {
+        let one = Replica {
+            server: base.server.clone(),
+            cost: base.cost.clone(),
+        };
+        FleetConfig {
+            replicas: vec![one; n as usize],
+            base,
+            router,
+            client: Client::Open,
+        }
+    }
+
+    /// Checks the fleet within `limits`.
+    ///
+    /// # Errors
+    /// No replicas (or more than [`MAX_REPLICAS`]), a router that cannot apply to these
+    /// servers, or any replica's or the workload's own error.
+    pub fn validate_with(&self, limits: &Limits) -> Result<(), ConfigError> {
+        let n = self.replicas.len();
+        if n == 0 {
+            return Err(ConfigError::Zero {
+                name: "replicas",
+                value: 0,
+            });
+        }
+        if n > MAX_REPLICAS {
+            return Err(ConfigError::OutOfRange {
+                name: "replicas",
+                value: n as f64,
+                why: "a fleet has at most 4096 replicas",
+            });
+        }
+        self.base.validate_with(limits)?;
+        for cfg in self.replica_configs() {
+            cfg.validate_with(limits)?;
+        }
+        match self.router {
+            RouterKind::KvAware
+                if self
+                    .replicas
+                    .iter()
+                    .any(|r| r.server.kv_mode != KvMode::Paged) =>
+            {
+                return Err(ConfigError::Fleet(
+                    "the kv_aware router needs paged servers (a reserve-mode server reports \
+                     reservations, not use); use --kv-mode paged or another router"
+                        .into(),
+                ))
+            }
+            RouterKind::PowerOfD { d: 0 } => {
+                return Err(ConfigError::Zero {
+                    name: "power-of-d choices d",
+                    value: 0,
+                })
+            }
+            _ => {}
+        }
+        if let Client::MaxConcurrency { max: 0 } = self.client {
+            return Err(ConfigError::Zero {
+                name: "max_concurrency",
+                value: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// Each replica as a one-server configuration (the fleet's workload and settings with
+    /// the replica's server and cost).
+    pub fn replica_configs(&self) -> Vec<SimConfig> {
+        self.replicas
+            .iter()
+            .map(|r| SimConfig {
+                server: r.server.clone(),
+                cost: r.cost.clone(),
+                ..self.base.clone()
+            })
+            .collect()
+    }
+}
+
+/// One replica's share of a fleet run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplicaReport {
+    pub summary: Summary,
+    pub stats: RunStats,
+    /// Fraction of the fleet's run the replica spent running iterations.
+    pub utilisation: f64,
+    /// Requests the router sent it.
+    pub routed: u64,
+    /// Queue / batch / KV samples, when `timeseries_points > 0`.
+    pub timeseries: Vec<TimePoint>,
+}
+
+/// What a fleet run returns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FleetReport {
+    /// Over every request of the fleet.
+    pub summary: Summary,
+    pub replicas: Vec<ReplicaReport>,
+    /// Every request's record in id order, when `keep_records` was set.
+    pub records: Vec<RequestRecord>,
+    /// The replica each request went to, by id, when `keep_records` was set.
+    pub routed_to: Vec<u32>,
+    /// Load imbalance: the time average of the most outstanding requests at any replica
+    /// over the time average of the mean, sampled at 1,000 instants over the arrivals
+    /// (1 is perfectly even; N is all load on one replica). 1 for one replica.
+    pub imbalance: f64,
+    /// Fleet-wide: requests in the system on average over the run (Little's L), the
+    /// departures and their mean sojourn (W), over `end_s`.
+    pub time_avg_in_system: f64,
+    pub departed: u64,
+    pub mean_sojourn_s: f64,
+    pub end_s: f64,
+    /// Some replica's drained run stopped at its cap (see [`RunStats::unstable`]).
+    pub unstable: bool,
+}
+
+/// Simulates a fleet, within the default [`Limits`].
+///
+/// # Errors
+/// As [`FleetConfig::validate_with`].
+pub fn simulate_fleet(cfg: &FleetConfig) -> Result<FleetReport, ConfigError> {
+    simulate_fleet_with(cfg, &Limits::default())
+}
+
+/// [`simulate_fleet`] within other work limits.
+///
+/// # Errors
+/// As [`FleetConfig::validate_with`].
+pub fn simulate_fleet_with(cfg: &FleetConfig, limits: &Limits) -> Result<FleetReport, ConfigError> {
+    cfg.validate_with(limits)?;
+    let stream = cfg
+        .base
+        .workload
+        .stream(cfg.base.seed, cfg.base.horizon_s)?;
+    Ok(run(cfg, stream))
+}
+
+/// Simulates a fleet on an explicit request sequence (sorted by arrival); `cfg` must be
+/// valid ([`FleetConfig::validate_with`]). The workload in `cfg` is ignored.
+pub fn simulate_fleet_requests<I: Iterator<Item = Request>>(
+    cfg: &FleetConfig,
+    requests: I,
+) -> FleetReport {
+    run(cfg, requests)
+}
+
+fn run<I: Iterator<Item = Request>>(cfg: &FleetConfig, requests: I) -> FleetReport {
+    let configs = cfg.replica_configs();
+    let n = configs.len();
+    let expected = (cfg.base.workload.rate() * cfg.base.horizon_s / n as f64).min(1e7) as usize;
+    let mut servers: Vec<Box<dyn Server + '_>> =
+        configs.iter().map(|c| server(c, expected)).collect();
+    let mut router = cfg.router.build(cfg.base.seed);
+    let mut fleet = Fleet {
+        routed: vec![0; n],
+        routed_to: Vec::new(),
+        keep: cfg.base.keep_records,
+        imbalance: Imbalance::new(cfg.base.horizon_s, n),
+    };
+    match cfg.client {
+        Client::Open => {
+            for r in requests {
+                fleet.send(&mut servers, router.as_mut(), r);
+            }
+        }
+        Client::MaxConcurrency { max } => gate::run(
+            &mut fleet,
+            &mut servers,
+            router.as_mut(),
+            requests,
+            max as usize,
+        ),
+    }
+    fleet.finish(cfg, servers)
+}
+
+/// The router's side of a run: where each request went, and the imbalance samples.
+struct Fleet {
+    routed: Vec<u64>,
+    routed_to: Vec<u32>,
+    keep: bool,
+    imbalance: Imbalance,
+}
+
+impl Fleet {
+    /// Routes `r` (arriving now) and sends it.
+    fn send(&mut self, servers: &mut [Box<dyn Server + '_>], router: &mut dyn Route, r: Request) {
+        let t = r.arrival;
+        self.imbalance.sample_before(t, servers);
+        let n = servers.len();
+        let i = if n == 1 {
+            0
+        } else {
+            router.pick(&r, n, &mut |i| look(&mut *servers[i], t))
+        };
+        servers[i].push(r);
+        self.routed[i] += 1;
+        if self.keep {
+            self.routed_to.push(i as u32);
+        }
+    }
+
+    fn finish(self, cfg: &FleetConfig, servers: Vec<Box<dyn Server + '_>>) -> FleetReport {
+        let finished: Vec<_> = servers.into_iter().map(|s| s.finish()).collect();
+        let end = match cfg.base.end {
+            EndRule::Cut => cfg.base.horizon_s,
+            EndRule::Drain => finished.iter().map(|f| f.stats.end_s).fold(0.0, f64::max),
+        };
+        let window = (end - cfg.base.metrics.warmup_s).max(0.0);
+        let mut acc = Accumulator::new(cfg.base.metrics.clone());
+        let mut records = Vec::new();
+        let (mut area, mut departed, mut sojourn) = (0.0, 0, 0.0);
+        let mut replicas = Vec::with_capacity(finished.len());
+        for (f, routed) in finished.into_iter().zip(self.routed) {
+            area += f.stats.time_avg_in_system * f.stats.end_s;
+            departed += f.stats.departed;
+            sojourn += f.stats.sojourn_sum_s;
+            let mut own = Accumulator::new(cfg.base.metrics.clone());
+            own.merge(&f.acc);
+            acc.merge(&f.acc);
+            records.extend(f.records);
+            replicas.push(ReplicaReport {
+                summary: own.finish(f.window_s),
+                utilisation: if end > 0.0 { f.stats.busy_s / end } else { 0.0 },
+                stats: f.stats,
+                routed,
+                timeseries: f.timeseries,
+            });
+        }
+        records.sort_by_key(|r| r.id);
+        FleetReport {
+            summary: acc.finish(window),
+            unstable: replicas.iter().any(|r| r.stats.unstable),
+            replicas,
+            records,
+            routed_to: self.routed_to,
+            imbalance: self.imbalance.value(),
+            time_avg_in_system: if end > 0.0 { area / end } else { 0.0 },
+            departed,
+            mean_sojourn_s: if departed > 0 {
+                sojourn / departed as f64
+            } else {
+                0.0
+            },
+            end_s: end,
+        }
+    }
+}
+
+/// Server `s` as a router sees it at `t`: moved forward to `t` first.
+fn look(s: &mut dyn Server, t: f64) -> ServerView {
+    s.advance(t);
+    s.view()
+}
+
+use router::Route;
+
+/// Samples of the most and the mean outstanding requests at fixed instants.
+struct Imbalance {
+    step: f64,
+    next: f64,
+    left: u32,
+    sum_max: f64,
+    sum_mean: f64,
+    n: usize,
+}
+
+impl Imbalance {
+    const SAMPLES: u32 = 1000;
+
+    fn new(horizon: f64, n: usize) -> Imbalance {
+        let step = horizon / f64::from(Self::SAMPLES);
+        Imbalance {
+            step,
+            next: step * 0.5,
+            left: if n > 1 { Self::SAMPLES } else { 0 },
+            sum_max: 0.0,
+            sum_mean: 0.0,
+            n,
+        }
+    }
+
+    /// Takes the samples due before an arrival at `t` (the servers are moved there, which
+    /// changes nothing in their runs).
+    #[inline]
+    fn sample_before(&mut self, t: f64, servers: &mut [Box<dyn Server + '_>]) {
+        while self.left > 0 && self.next < t {
+            let (mut max, mut sum) = (0u64, 0u64);
+            for s in servers.iter_mut() {
+                let o = look(&mut **s, self.next).outstanding;
+                max = max.max(o);
+                sum += o;
+            }
+            self.sum_max += max as f64;
+            self.sum_mean += sum as f64 / self.n as f64;
+            self.left -= 1;
+            self.next += self.step;
+        }
+    }
+
+    fn value(&self) -> f64 {
+        if self.sum_mean > 0.0 {
+            self.sum_max / self.sum_mean
+        } else {
+            1.0
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Routers: how a fleet's front end picks a server for each request (docs/model.md,
+//! "Fleets"). Each sees only what a real router could: what it has sent each server and
+//! not yet seen finish, the tokens it has seen streamed back, and the KV use a server
+//! reports.
+
+use crate::sim::ServerView;
+use crate::workload::{stream_rng, Request};
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+/// The router of a fleet (`--router`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RouterKind {
+    /// Server i mod N for the i-th request (nginx's and HAProxy's `roundrobin`).
+    #[default]
+    RoundRobin,
+    /// A server drawn uniformly at random.
+    Random,
+    /// The server with the fewest requests sent and not yet finished (nginx
+    /// `least_conn`, HAProxy `leastconn`, Vidur's LOR); ties go round-robin.
+    LeastOutstanding,
+    /// The server with the least outstanding tokens: prompt + output − streamed, over the
+    /// requests sent to it and not yet finished (join the shortest queue by work).
+    LeastTokens,
+    /// `d` servers drawn at random, the least outstanding of them (power of d choices).
+    PowerOfD { d: u32 },
+    /// The server with the lowest KV-cache use as it last reported (paged servers only);
+    /// ties by outstanding requests.
+    KvAware,
+}
+
+impl RouterKind {
+    /// Every router, with power of d at d = 2.
+    pub const ALL: [RouterKind; 6] = [
+        RouterKind::RoundRobin,
+        RouterKind::Random,
+        RouterKind::LeastOutstanding,
+        RouterKind::LeastTokens,
+        RouterKind::PowerOfD { d: 2 },
+        RouterKind::KvAware,
+    ];
+
+    /// The name the CLI and the page use (`power_of_2` for d = 2).
+    pub fn name(self) -> String {
+        match self {
+            RouterKind::RoundRobin => "round_robin".into(),
+            RouterKind::Random => "random".into(),
+            RouterKind::LeastOutstanding => "least_outstanding".into(),
+            RouterKind::LeastTokens => "least_tokens".into(),
+            RouterKind::PowerOfD { d } => format!("power_of_{d}"),
+            RouterKind::KvAware => "kv_aware".into(),
+        }
+    }
+
+    /// Parses [`RouterKind::name`] and the usual aliases (`rr`, `lor`, `least_conn`,
+    /// `jsq`, `p2c`).
+    pub fn parse(s: &str) -> Option<RouterKind> {
+        let s = s.trim().to_ascii_lowercase().replace('-', "_");
+        Some(match s.as_str() {
+            "round_robin" | "rr" | "roundrobin" => RouterKind::RoundRobin,
+            "random" => RouterKind::Random,
+            "least_outstanding" | "lor" | "least_conn" | "leastconn" => {
+                RouterKind::LeastOutstanding
+            }
+            "least_tokens" | "jsq" | "jsq_tokens" => RouterKind::LeastTokens,
+            "p2c" => RouterKind::PowerOfD { d: 2 },
+            "kv_aware" | "kv" => RouterKind::KvAware,
+            other => {
+                let d = other.strip_prefix("power_of_")?.parse().ok()?;
+                RouterKind::PowerOfD { d }
+            }
+        })
+    }
+
+    /// Whether the router looks at the servers' state (round-robin and random do not, so
+    /// their servers run undisturbed).
+    pub fn looks(self) -> bool {
+        !matches!(self, RouterKind::RoundRobin | RouterKind::Random)
+    }
+
+    pub(crate) fn build(self, seed: u64) -> Box<dyn Route> {
+        let rng = || stream_rng(seed, ROUTER_STREAM);
+        match self {
+            RouterKind::RoundRobin => Box::new(RoundRobin { next: 0 }),
+            RouterKind::Random => Box::new(Random { rng: rng() }),
+            RouterKind::LeastOutstanding => Box::new(LeastBy {
+                next: 0,
+                key: |v| (v.outstanding, 0),
+            }),
+            RouterKind::LeastTokens => Box::new(LeastBy {
+                next: 0,
+                key: |v| (v.work_tokens, v.outstanding),
+            }),
+            RouterKind::PowerOfD { d } => Box::new(PowerOfD {
+                d: d as usize,
+                rng: rng(),
+                picks: Vec::new(),
+            }),
+            RouterKind::KvAware => Box::new(LeastBy {
+                next: 0,
+                // Used fraction as a 32.32 fixed-point number, so keys compare exactly.
+                key: |v| {
+                    let used =
+                        ((v.kv_used_blocks as u128) << 32) / v.kv_total_blocks.max(1) as u128;
+                    (used as u64, v.outstanding)
+                },
+            }),
+        }
+    }
+}
+
+/// The random stream of a fleet's router, independent of the workload's streams (so
+/// every router sees the same requests).
+const ROUTER_STREAM: u128 = 0x726f_7574_6572_5f73_7472_6561_6d5f_3031;
+
+/// One routing policy. `look(i)` is server i as the router sees it at the request's
+/// arrival (looking costs the simulator work, so routers look only where they must).
+pub(crate) trait Route {
+    fn pick(&mut self, r: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize;
+}
+
+struct RoundRobin {
+    next: usize,
+}
+
+impl Route for RoundRobin {
+    fn pick(&mut self, _: &Request, n: usize, _: &mut dyn FnMut(usize) -> ServerView) -> usize {
+        let i = self.next % n;
+        self.next = i + 1;
+        i
+    }
+}
+
+struct Random {
+    rng: Pcg64Mcg,
+}
+
+impl Route for Random {
+    fn pick(&mut self, _: &Request, n: usize, _: &mut dyn FnMut(usize) -> ServerView) -> usize {
+        self.rng.random_range(0..n)
+    }
+}
+
+/// The server of least `key`, scanning from the one after the last pick so that ties go
+/// round-robin.
+struct LeastBy {
+    next: usize,
+    key: fn(&ServerView) -> (u64, u64),
+}
+
+impl Route for LeastBy {
+    fn pick(&mut self, _: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize {
+        let start = self.next % n;
+        let mut best = start;
+        let mut best_key = (self.key)(&look(start));
+        for j in 1..n {
+            let i = (start + j) % n;
+            let k = (self.key)(&look(i));
+            if k < best_key {
+                best = i;
+                best_key = k;
+            }
+        }
+        self.next = best + 1;
+        best
+    }
+}
+
+struct PowerOfD {
+    d: usize,
+    rng: Pcg64Mcg,
+    picks: Vec<usize>,
+}
+
+impl Route for PowerOfD {
+    fn pick(&mut self, _: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize {
+        // d distinct servers (all of them when d ≥ n), by a partial Fisher–Yates draw.
+        let d = self.d.min(n);
+        self.picks.clear();
+        self.picks.extend(0..n);
+        for j in 0..d {
+            let k = self.rng.random_range(j..n);
+            self.picks.swap(j, k);
+        }
+        let mut best = self.picks[0];
+        let mut best_key = look(best).outstanding;
+        for &i in &self.picks[1..d] {
+            let k = look(i).outstanding;
+            if k < best_key {
+                best = i;
+                best_key = k;
+            }
+        }
+        best
+    }
+}
