@@ -345,8 +345,8 @@ pub fn draw_scene<DB: DrawingBackend>(
     let ly = ky0 + KV_ROWS as i32 * (ch + 1) + 22;
     let mut lx = kx0;
     for (label, color, striped) in [
-        ("decode", DECODE, false),
-        ("prefill", PREFILL, true),
+        ("decode", DECODE.mix(1.0), false),
+        ("prefill", PREFILL.mix(1.0), true),
         ("reserved, waiting", QUIET.mix(0.35), true),
         ("idle in batch", QUIET.mix(1.0), false),
     ] {
