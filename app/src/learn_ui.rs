@@ -42,7 +42,10 @@ pub fn canvas_height(n: usize) -> u32 {
 }
 
 /// The Learn view. `watch` opens the Watch view on a lesson's server.
-pub fn learn_view(s: LearnSignals, watch: impl Fn(Params) + Copy + 'static) -> impl IntoView {
+pub fn learn_view(
+    s: LearnSignals,
+    watch: impl Fn(Params) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let geo = RwSignal::new(Geometry::default());
     let hover = RwSignal::new(None::<String>);

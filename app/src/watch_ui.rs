@@ -203,13 +203,17 @@ fn play_loop(w: WatchSignals) {
             let _ = window().request_animation_frame(cb.as_ref().unchecked_ref());
         }
     }) as Box<dyn FnMut(f64)>));
-    if let Some(cb) = g.borrow().as_ref() {
+    let first = g.borrow();
+    if let Some(cb) = first.as_ref() {
         let _ = window().request_animation_frame(cb.as_ref().unchecked_ref());
     }
 }
 
 /// The Watch view. `to_calculator` opens the calculator on the watched parameters.
-pub fn watch_view(w: WatchSignals, to_calculator: impl Fn() + 'static + Copy) -> impl IntoView {
+pub fn watch_view(
+    w: WatchSignals,
+    to_calculator: impl Fn() + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let hist = NodeRef::<leptos::html::Canvas>::new();
     let counters = RwSignal::new(Counters::default());
