@@ -386,7 +386,7 @@ await check('Learn view: a lesson runs live, a control changes it, the URL follo
   const lhover = await p.textContent('#lesson-hover');
   assert(/throughput just past capacity \(simulation\) at \d+/.test(lhover), `lesson hover: ${lhover}`);
   await p.screenshot({ path: path.join(shots, 'learn.png'), fullPage: true });
-  for (const n of [1, 3, 4, 5]) {
+  for (const n of [1, 3, 4, 5, 6, 7]) {
     const d = await p.evaluate(() => document.documentElement.dataset.lessonDone);
     await p.click(`#lesson-${n}`);
     await lessonDone(p, d);
@@ -406,6 +406,107 @@ await check('Learn view: a lesson runs live, a control changes it, the URL follo
   await sweepDone(p, null);
   assert(!p.url().includes('view=learn') && p.url().includes('preset='), `URL: ${p.url()}`);
   assert(learn.errors.length === 0, learn.errors.join(' | '));
+  await p.close();
+});
+const watchDone = (page, prev) => page.waitForFunction((p) => {
+  const d = document.documentElement.dataset.watchDone; return d && d !== p;
+}, prev, { timeout: 60000 });
+// The animation's own numbers: its playback time, what it drew, its counters.
+const watchNow = (page) => page.evaluate(() => {
+  const c = document.getElementById('watch-canvas');
+  const txt = (id) => document.getElementById(id).textContent;
+  return {
+    t: Number(c.dataset.t), queueDrawn: Number(c.dataset.queueDrawn), batchDrawn: Number(c.dataset.batchDrawn),
+    kvDrawn: Number(c.dataset.kvDrawn), frameMsMax: Number(c.dataset.frameMsMax), label: c.getAttribute('aria-label'),
+    queue: Number(txt('watch-queue')), batch: txt('watch-batch'), kv: txt('watch-kv'), completed: txt('watch-completed'),
+    rejected: Number(txt('watch-rejected')), preempted: Number(txt('watch-preempted')),
+  };
+});
+async function downloadRun(page) {
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#watch-download')]);
+  return JSON.parse(fs.readFileSync(await dl.path(), 'utf8'));
+}
+// The engine's records at time t: completed, refused and preempted so far.
+function recordsAt(run, t) {
+  const r = run.records;
+  return {
+    completed: r.filter((x) => x.finish_s !== null && x.finish_s <= t).length,
+    rejected: r.filter((x) => x.outcome === 'Rejected' && x.arrival_s <= t).length,
+  };
+}
+// Every page of the watch checks goes through these: the state at a time-series instant
+// (the engine's own samples) and at iteration boundaries reached by stepping.
+async function checkWatchAt(p, run, label) {
+  const tps = run.timeseries.filter((x) => x.waiting >= 2);
+  assert(tps.length > 0, `${label}: no instant with a queue`);
+  for (const tp of [tps[0], tps[Math.floor(tps.length / 2)], tps[tps.length - 1]]) {
+    await p.$eval('#watch-at', (el, v) => { el.value = v; el.dispatchEvent(new Event('change', { bubbles: true })); }, String(tp.t_s));
+    await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, tp.t_s);
+    const w = await watchNow(p);
+    assert(w.queueDrawn === tp.waiting, `${label}: drawn queue ${w.queueDrawn} at t = ${tp.t_s}, time series ${tp.waiting}`);
+    assert(w.queue === tp.waiting, `${label}: queue counter ${w.queue} vs ${tp.waiting}`);
+    assert(w.batch.startsWith(`${tp.running} of`), `${label}: batch ${w.batch} vs ${tp.running}`);
+    const rec = recordsAt(run, tp.t_s);
+    assert(w.completed.startsWith(`${rec.completed} of`), `${label}: completed ${w.completed} vs ${rec.completed}`);
+    assert(w.rejected === rec.rejected, `${label}: refused ${w.rejected} vs ${rec.rejected}`);
+    if (!run.paged) {
+      assert(w.kvDrawn * run.block_size === tp.kv_used_tokens, `${label}: KV drawn ${w.kvDrawn} blocks vs ${tp.kv_used_tokens} tokens`);
+    }
+    assert(w.label.includes(`${tp.waiting} waiting`), `${label}: text alternative ${w.label}`);
+  }
+}
+await check('Watch view: it steps iteration by iteration, and what it draws and counts is the engine\'s records and time series', async () => {
+  const watch = await open(`${base}?view=watch&n=200&seed=1&rate=6`);
+  const p = watch.page;
+  await watchDone(p, null);
+  const run = await downloadRun(p);
+  assert(run.records.length === 200 && run.iterations.length > 100, `run: ${run.records.length} records, ${run.iterations.length} iterations`);
+  // Step five iterations from the keyboard: each lands on the next iteration's end.
+  await p.focus('#watch');
+  for (let i = 0; i < 5; i++) await p.keyboard.press('ArrowRight');
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, run.iterations[4].end_s);
+  let w = await watchNow(p);
+  const rec = recordsAt(run, w.t);
+  assert(w.completed.startsWith(`${rec.completed} of`) && w.rejected === rec.rejected, `after 5 steps: ${JSON.stringify(w)}`);
+  await p.keyboard.press('ArrowLeft');
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, run.iterations[3].end_s);
+  await checkWatchAt(p, run, 'reserve');
+  await p.screenshot({ path: path.join(shots, 'watch.png'), fullPage: true });
+  // Play a moment at 8×: time moves, every frame's main-thread work stays under 16 ms.
+  await p.selectOption('#watch-speed', '8');
+  const t0 = (await watchNow(p)).t;
+  await p.keyboard.press(' ');
+  await p.waitForTimeout(1200);
+  await p.keyboard.press(' ');
+  w = await watchNow(p);
+  assert(w.t > t0 + 2, `playing moved from ${t0} to ${w.t}`);
+  numbers.watch_frame_ms_max = w.frameMsMax;
+  assert(w.frameMsMax <= 16, `slowest frame ${w.frameMsMax} ms`);
+  assert(p.url().includes('view=watch') && p.url().includes('speed=8') && p.url().includes(`at=`), `URL: ${p.url()}`);
+  // A paged server that preempts: the same checks.
+  const paged = await open(`${base}?view=watch&n=300&seed=2&preset=reference&kv=paged&block=16&K=3072&policy=chunked&budget=256&rate=5`);
+  await watchDone(paged.page, null);
+  const prun = await downloadRun(paged.page);
+  assert(prun.paged && prun.marks.some((m) => m.kind === 'Preempted'), 'the paged run preempts');
+  await checkWatchAt(paged.page, prun, 'paged');
+  await paged.page.screenshot({ path: path.join(shots, 'watch-paged.png'), fullPage: true });
+  assert(paged.errors.length === 0, paged.errors.join(' | '));
+  await paged.page.close();
+  // One click from the calculator and from a lesson.
+  await p.click('#view-calculator');
+  await sweepDone(p, null);
+  const prevW = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#open-watch');
+  await watchDone(p, prevW);
+  assert(p.url().includes('view=watch') && p.url().includes('rate=6'), `from the calculator: ${p.url()}`);
+  await p.click('#view-learn');
+  await lessonDone(p, null);
+  await p.click('#lesson-3');
+  const prevW2 = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#lesson-watch button:nth-child(2)');
+  await watchDone(p, prevW2);
+  assert(p.url().includes('view=watch') && p.url().includes('kv=paged') && p.url().includes('K=8192'), `from lesson 3: ${p.url()}`);
+  assert(watch.errors.length === 0, watch.errors.join(' | '));
   await p.close();
 });
 await check('reference grid (800 runs) runs in the workers', async () => {
@@ -446,6 +547,7 @@ closeServer();
 fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
   `800-run reference grid ${numbers.grid_800_runs_ms} ms (median ${numbers.grid_800_median_ms}); wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
-  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms} ms`);
+  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms} ms; ` +
+  `watch: slowest frame ${numbers.watch_frame_ms_max} ms of main-thread work`);
 console.log(`e2e: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -37,6 +37,8 @@ pub enum Task {
     Models { rates: Vec<f64> },
     /// One lesson's experiment (the Learn view); the job's `params` are not used.
     Lesson { state: LessonState },
+    /// A short run at the chosen rate with its event log (the Watch view).
+    Watch { requests: u32, seed: u64 },
 }
 
 impl Task {
@@ -44,7 +46,10 @@ impl Task {
     pub fn runs(&self, seeds: u32) -> u32 {
         match self {
             Task::Curve { .. } | Task::Grid { .. } => seeds,
-            Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. } => 1,
+            Task::Detail { .. }
+            | Task::Models { .. }
+            | Task::Lesson { .. }
+            | Task::Watch { .. } => 1,
         }
     }
 }
@@ -121,6 +126,10 @@ pub enum Reply {
         id: u64,
         output: LessonOutput,
     },
+    Watch {
+        id: u64,
+        tape: Box<crate::watch::Tape>,
+    },
     /// This worker's share is finished.
     Done {
         id: u64,
@@ -171,10 +180,16 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
             Task::Lesson { state } => {
                 crate::learn::run(state).map(|output| Reply::Lesson { id, output })
             }
+            Task::Watch { requests, seed } => {
+                crate::watch::record(p, *requests, *seed).map(|tape| Reply::Watch {
+                    id,
+                    tape: Box::new(tape),
+                })
+            }
         };
         if matches!(
             task,
-            Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. }
+            Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. } | Task::Watch { .. }
         ) {
             out.tick();
         }

@@ -7,9 +7,17 @@
 //! simulations) so a lesson updates in well under a second; the page runs them in a Web
 //! Worker.
 
+mod burstiness;
+mod ci;
+mod links;
+mod loss_delay;
+mod variance;
+
+pub use links::{watch_links, WatchLink};
+
 use crate::chart::{Corner, Series, XyPanel};
 use crate::params::{fmt_num, Params};
-use engine::analytic::{capacity_bounds, erlang_b, predict, Mg1, ModelKind};
+use engine::analytic::{capacity_bounds, erlang_b, predict, ModelKind};
 use engine::config::{KvMode, Policy, SimConfig};
 use engine::record::{Outcome, RequestRecord};
 use engine::sim::{simulate, SimReport};
@@ -29,6 +37,10 @@ pub enum Lesson {
     HeadOfLine,
     /// Variance matters: fixed versus variable lengths at the same mean (P–K).
     Variance,
+    /// Loss or delay: refuse (Erlang B) or queue (Erlang C, M/M/c/K) on the same traffic.
+    LossDelay,
+    /// Burstiness: gamma arrivals, Kingman's formula, and the tail.
+    Burstiness,
 }
 
 /// One slider of a lesson: the value snaps to one of `steps`.
@@ -59,18 +71,22 @@ const RATES_1: &[f64] = &[
 const BATCHES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 const KVS: &[f64] = &[4096.0, 6144.0, 8192.0, 12288.0, 16384.0, 24576.0, 32768.0];
 const RATES_3: &[f64] = &[2.0, 4.0, 6.0, 8.0];
+/// Seeds behind lesson 3's check.
+const KV_CHECK_SEEDS: u64 = 8;
 const BUDGETS: &[f64] = &[32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
 const RATES_4: &[f64] = &[2.0, 4.0, 6.0, 8.0, 10.0];
 const SIGMAS: &[f64] = &[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5];
 const RHOS: &[f64] = &[0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95];
 
 impl Lesson {
-    pub const ALL: [Lesson; 5] = [
+    pub const ALL: [Lesson; 7] = [
         Lesson::Utilisation,
         Lesson::Batching,
         Lesson::KvMemory,
         Lesson::HeadOfLine,
         Lesson::Variance,
+        Lesson::LossDelay,
+        Lesson::Burstiness,
     ];
 
     /// 1-based number, as in the URL (`lesson=2`).
@@ -89,6 +105,8 @@ impl Lesson {
             Lesson::KvMemory => "KV memory: say no, or make them wait",
             Lesson::HeadOfLine => "Head-of-line blocking and chunked prefill",
             Lesson::Variance => "Variance matters",
+            Lesson::LossDelay => "Loss or delay",
+            Lesson::Burstiness => "Burstiness",
         }
     }
 
@@ -100,6 +118,8 @@ impl Lesson {
             Lesson::KvMemory => "Every running request keeps its keys and values (KV) in GPU memory, and that memory (K tokens) is finite. A server can reserve a request's whole KV (prompt + output) when it arrives and refuse it if that does not fit — a loss system, whose blocking probability behaves like Erlang B — or allocate blocks as tokens are produced (paged, like vLLM), accepting everyone, queueing them, and preempting a request when memory runs out. Same memory, two very different failure modes.",
             Lesson::HeadOfLine => "With whole-prompt prefill (vLLM v0, Orca) a newly admitted long prompt takes over an iteration, and every request already decoding waits for it: its next token is late. That is head-of-line blocking, and it shows up as a long worst gap between tokens. Chunked prefill (vLLM v1, Sarathi) caps the tokens per iteration, runs the decodes first and feeds prompts in chunks, so gaps stay short — at the price of slower first tokens for long prompts.",
             Lesson::Variance => "Two workloads with the same mean service time do not wait the same. For a single server with Poisson arrivals the Pollaczek–Khinchine formula says the mean wait is W_q = ρ/(1 − ρ) · E[S] · (1 + c_s²)/2, where c_s² is the squared coefficient of variation of the service time: variability alone multiplies the wait. Here one request is served at a time (B = 1) with a 256-token prompt and an output whose mean stays at 128 tokens while its spread (lognormal σ) changes.",
+            Lesson::LossDelay => loss_delay::TEXT,
+            Lesson::Burstiness => burstiness::TEXT,
         }
     }
 
@@ -110,7 +130,9 @@ impl Lesson {
             Lesson::Batching => "Step B from 1 to 8: throughput rises almost sixfold while TPOT grows by about a third. Go on to 32: the gain shrinks and TPOT triples; at 64 throughput even falls, because every newcomer's prefill now stalls a bigger batch (compare TPOT with the bare decode step). Pick B for the TPOT you can afford.",
             Lesson::KvMemory => "Start at K = 8192: the reserve server refuses about one request in ten but answers the rest fast; the paged server accepts all of them and makes them wait over a second, with preemptions. Shrink K to 4096 and both failures grow; grow K to 16384 and both disappear. The Erlang B line, which treats every request as the same size, underestimates refusals: large requests are refused more often.",
             Lesson::HeadOfLine => "At 256-token chunks the worst gaps stay under the 50 ms stall line, while whole-prompt prefill gives most requests one gap of about 60 ms. Raise the chunk to 512 or 1024: a whole 512-token prompt fits in one iteration again and the long gaps come back (decoding first still shortens the p99). Lower it to 32: the gaps are a few ms — but the long prompts' TTFT more than doubles. Raise λ and watch the whole-prompt server's tail grow.",
-            Lesson::Variance => "Set σ = 0 (every output exactly 128 tokens) and compare with σ = 1: at ρ = 0.8 the wait grows by the factor (1 + c_s²) the formula predicts, and the dots follow the lines. Move ρ to 0.95 to see the gap widen further in absolute terms.",
+            Lesson::Variance => "Set σ = 0 (every output exactly 128 tokens) and compare with σ = 1: at ρ = 0.8 the wait grows by the factor (1 + c_s²) the formula predicts. Each dot is the mean of 3 seeds, so it wanders around the line; the check at the chosen ρ uses 16 seeds and shows their 95 % interval, which the formula falls in. Move ρ to 0.95: the gap widens in absolute terms, and so does the interval — near saturation a run's mean wait depends much on its luck.",
+            Lesson::LossDelay => loss_delay::TRY,
+            Lesson::Burstiness => burstiness::TRY,
         }
     }
 
@@ -176,6 +198,8 @@ impl Lesson {
             Lesson::KvMemory => C3,
             Lesson::HeadOfLine => C4,
             Lesson::Variance => C5,
+            Lesson::LossDelay => loss_delay::CONTROLS,
+            Lesson::Burstiness => burstiness::CONTROLS,
         }
     }
 }
@@ -310,7 +334,7 @@ fn series(name: &str, color: u8, points: Vec<(f64, f64)>, line: bool, dots: bool
     }
 }
 
-fn sim(cfg: &SimConfig, runs: &mut u32) -> Result<SimReport, String> {
+pub(crate) fn sim(cfg: &SimConfig, runs: &mut u32) -> Result<SimReport, String> {
     *runs += 1;
     simulate(cfg).map_err(|e| e.to_string())
 }
@@ -340,7 +364,9 @@ pub fn run(state: &LessonState) -> Result<LessonOutput, String> {
         Lesson::Batching => batching(v(0) as u32),
         Lesson::KvMemory => kv_memory(v(0) as u64, v(1)),
         Lesson::HeadOfLine => head_of_line(v(0) as u32, v(1)),
-        Lesson::Variance => variance(v(0), v(1)),
+        Lesson::Variance => variance::variance(v(0), v(1)),
+        Lesson::LossDelay => loss_delay::run(v(0), v(1)),
+        Lesson::Burstiness => burstiness::run(v(0), v(1)),
     }?;
     out.lesson = state.lesson;
     Ok(out)
@@ -440,7 +466,7 @@ fn utilisation(rate: f64) -> Result<LessonOutput, String> {
     let check = Some((
         gap < 0.05,
         format!(
-            "Little's law: L = {l:.2} and λW = {lam:.3} × {w:.2} s = {lw:.2} ({} apart){}",
+            "Little's law: L = {l:.2} and λW = {lam:.3} × {w:.2} s = {lw:.2} ({} apart){}. Both sides are measured on the same run and the law holds on every run, not on average, so the check needs no interval over seeds",
             pct(gap),
             if gap < 0.05 { " ✓" } else { "" }
         ),
@@ -619,6 +645,28 @@ fn kv_memory(chosen_k: u64, rate: f64) -> Result<LessonOutput, String> {
         }
     }
     let (res, pag, c) = at.ok_or_else(|| format!("K = {chosen_k} is not one of the steps"))?;
+    // The check: Erlang B against the reserve server's refusals over seeds, at the chosen K.
+    let mut blocked = vec![Some(res.summary.blocking_probability)];
+    let mut holds = vec![res.summary.e2e.mean];
+    for seed in 4..4 + KV_CHECK_SEEDS - 1 {
+        let r = sim(
+            &kv_params(chosen_k, KvMode::Reserve).sim_config(rate, seed),
+            &mut runs,
+        )?;
+        blocked.push(Some(r.summary.blocking_probability));
+        holds.push(r.summary.e2e.mean);
+    }
+    let hold = engine::metrics::Aggregate::of(holds).mean.unwrap_or(0.0);
+    let check = erlang_b(c, rate * hold).ok().map(|pb| {
+        ci::Check {
+            what: format!("reserve: refused at K = {chosen_k}"),
+            sim: engine::metrics::Aggregate::of(blocked),
+            formula: (format!("Erlang B (c = {c})"), pb),
+            fmt: ci::pct2,
+            why_not: Some("Erlang B counts servers, not tokens: it treats every request as the average size, while a large request needs more free KV than an average one and is refused more often; c is also rounded down to whole requests"),
+        }
+        .verdict()
+    });
     let per_100 =
         |r: &SimReport| 100.0 * r.summary.preemptions as f64 / r.summary.arrivals.max(1) as f64;
     let readings = vec![
@@ -691,7 +739,7 @@ fn kv_memory(chosen_k: u64, rate: f64) -> Result<LessonOutput, String> {
             },
         ],
         readings,
-        check: None,
+        check,
         runs,
         ..LessonOutput::default()
     })
@@ -729,7 +777,7 @@ fn quantile(v: &[f64], q: f64) -> Option<f64> {
     engine::metrics::percentile_type7(&s, q)
 }
 
-fn mean_of(it: impl Iterator<Item = f64>) -> Option<f64> {
+pub(crate) fn mean_of(it: impl Iterator<Item = f64>) -> Option<f64> {
     let (s, n) = it.fold((0.0, 0u32), |(s, n), x| (s + x, n + 1));
     (n > 0).then(|| s / n as f64)
 }
@@ -798,136 +846,6 @@ fn head_of_line(budget: u32, rate: f64) -> Result<LessonOutput, String> {
             vlines: vec![("stall: 50 ms".into(), 50.0)],
             x_from_zero: true,
             legend: Corner::LowerRight,
-            ..XyPanel::default()
-        }],
-        readings,
-        check: None,
-        runs,
-        ..LessonOutput::default()
-    })
-}
-
-/// Lesson 5's server: one request at a time, KV never binding, vLLM run rules; 256-token
-/// prompts; outputs lognormal with mean 128 tokens and spread `sigma` (0 = fixed).
-fn variance_params(sigma: f64) -> Params {
-    Params {
-        policy: Policy::Serial,
-        max_batch: 1,
-        kv_mode: KvMode::Paged,
-        kv_tokens: 1 << 20,
-        block_size: 16,
-        reference_rules: false,
-        prompt_median: 256.0,
-        prompt_sigma: 0.0,
-        output_median: 128.0 / (sigma * sigma / 2.0).exp(),
-        output_sigma: sigma,
-        horizon_s: 4000.0,
-        ..Params::default()
-    }
-}
-
-/// Service-time moments (E[S], E[S²]) [s], [s²] of lesson 5's server, from a sample of
-/// its lengths and the engine's cost model: S = prefill + (output − 1) decode steps of one
-/// sequence.
-fn service_moments(p: &Params) -> (f64, f64) {
-    let cfg = p.sim_config(1.0, 0);
-    let reqs = p.workload(1.0).generate(11, 40_000.0).unwrap_or_default();
-    let pre = cfg.cost.prefill(0, 1, p.prompt_median.round() as u64);
-    let dec = cfg.cost.decode_step(1, 0);
-    let n = reqs.len().max(1) as f64;
-    let (mut s1, mut s2) = (0.0, 0.0);
-    for r in &reqs {
-        let s = pre + (r.output.max(1) - 1) as f64 * dec;
-        s1 += s;
-        s2 += s * s;
-    }
-    (s1 / n, s2 / n)
-}
-
-fn variance(sigma: f64, rho: f64) -> Result<LessonOutput, String> {
-    let mut runs = 0;
-    let mut series_v = Vec::new();
-    let mut readings = Vec::new();
-    let cases: Vec<(f64, &str, u8, u8)> = if sigma == 0.0 {
-        vec![(0.0, "fixed outputs", 0, 1)]
-    } else {
-        vec![
-            (0.0, "fixed outputs", 0, 1),
-            (sigma, "lognormal outputs", 6, 2),
-        ]
-    };
-    for (s, name, col_sim, col_pk) in cases {
-        let p = variance_params(s);
-        let (es, es2) = service_moments(&p);
-        let cs2 = es2 / (es * es) - 1.0;
-        let mut pts = Vec::new();
-        let mut pk = Vec::new();
-        let mut chosen = None;
-        for &r in RHOS {
-            let lambda = r / es;
-            let mut cfg = p.sim_config(lambda, 5);
-            cfg.keep_records = true;
-            let rep = sim(&cfg, &mut runs)?;
-            // Wait in queue = admission (start of prefill) − arrival, measured per request.
-            let wq = mean_of(
-                rep.records
-                    .iter()
-                    .filter(|r| r.outcome == Outcome::Completed)
-                    .filter_map(|r| r.admitted_s.map(|a| a - r.arrival_s)),
-            );
-            let model = Mg1::new(lambda, es, es2)
-                .ok()
-                .and_then(|m| m.mean_wait().ok());
-            if let Some(w) = wq {
-                pts.push((r, w));
-            }
-            if let Some(m) = model {
-                pk.push((r, m));
-            }
-            if r == rho {
-                chosen = Some((wq, model));
-            }
-        }
-        let label = if s == 0.0 {
-            name.to_string()
-        } else {
-            format!("{name} σ = {s}")
-        };
-        series_v.push(series(
-            &format!("{label} (simulation)"),
-            col_sim,
-            pts,
-            false,
-            true,
-        ));
-        series_v.push(series(
-            &format!("{label}: P–K formula"),
-            col_pk,
-            pk,
-            true,
-            false,
-        ));
-        let (wq, model) = chosen.unwrap_or((None, None));
-        readings.push(reading(
-            format!("{label}: E[S], c_s²"),
-            format!("{es:.2} s, {cs2:.2}"),
-        ));
-        readings.push(reading(
-            format!("{label}: mean wait at ρ = {rho}"),
-            format!(
-                "{} simulated · {} P–K",
-                wq.map(ms).unwrap_or_else(|| "—".into()),
-                model.map(ms).unwrap_or_else(|| "—".into())
-            ),
-        ));
-    }
-    Ok(LessonOutput {
-        panels: vec![XyPanel {
-            x_desc: "utilisation ρ = λ · E[S]".into(),
-            y_desc: "mean wait W_q (arrival → admitted) [s]".into(),
-            series: series_v,
-            vlines: vec![(format!("ρ = {rho}"), rho)],
-            x_from_zero: true,
             ..XyPanel::default()
         }],
         readings,
@@ -1083,20 +1001,6 @@ mod tests {
         let whole = p99("whole-prompt prefill (continuous): worst gap");
         let chunked = p99("chunked (64-token chunks): worst gap");
         assert!(chunked < whole, "{:?}", out.readings);
-    }
-
-    #[test]
-    fn variance_lesson_follows_pollaczek_khinchine() {
-        let out = run(&LessonState::new(Lesson::Variance)).unwrap();
-        let s = &out.panels[0].series;
-        assert_eq!(s.len(), 4);
-        // At ρ = 0.8 the lognormal wait exceeds the fixed one, and sim ≈ P–K.
-        let at = |i: usize| s[i].points.iter().find(|p| p.0 == 0.8).unwrap().1;
-        assert!(at(2) > 1.3 * at(0), "{} vs {}", at(2), at(0));
-        for (sim, pk) in [(0, 1), (2, 3)] {
-            let e = (at(sim) - at(pk)).abs() / at(pk);
-            assert!(e < 0.3, "sim {} vs P–K {}", at(sim), at(pk));
-        }
     }
 
     #[test]

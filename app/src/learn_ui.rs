@@ -6,8 +6,8 @@
 //! into [`LessonRun`].
 
 use crate::chart::{draw_panels, panels_hover_text, Geometry};
-use crate::learn::{Lesson, LessonOutput, LessonState};
-use crate::params::fmt_num;
+use crate::learn::{watch_links, Lesson, LessonOutput, LessonState};
+use crate::params::{fmt_num, Params};
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
@@ -41,8 +41,11 @@ pub fn canvas_height(n: usize) -> u32 {
     }
 }
 
-/// The Learn view.
-pub fn learn_view(s: LearnSignals) -> impl IntoView {
+/// The Learn view. `watch` opens the Watch view on a lesson's server.
+pub fn learn_view(
+    s: LearnSignals,
+    watch: impl Fn(Params) + Copy + Send + Sync + 'static,
+) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let geo = RwSignal::new(Geometry::default());
     let hover = RwSignal::new(None::<String>);
@@ -124,6 +127,21 @@ pub fn learn_view(s: LearnSignals) -> impl IntoView {
             })
             .collect_view()
     };
+    let links = move || {
+        let st = s.state.get();
+        watch_links(&st)
+            .into_iter()
+            .map(|k| {
+                let p = k.params.clone();
+                view! {
+                    <button class="watch-link" on:click=move |_| watch(p.clone())
+                        title="animate a short run of this server, iteration by iteration">
+                        {format!("▶ {}", k.label)}
+                    </button>
+                }
+            })
+            .collect_view()
+    };
     let status = move || {
         let r = s.run.get();
         if let Some(e) = r.error {
@@ -180,6 +198,7 @@ pub fn learn_view(s: LearnSignals) -> impl IntoView {
                 <h2 id="lesson-title">{move || format!("{}. {}", lesson().number(), lesson().title())}</h2>
                 <p class="lesson-text">{move || lesson().text()}</p>
                 <div class="lesson-controls">{controls}</div>
+                <div class="lesson-watch" id="lesson-watch">{links}</div>
                 <div class="status" id="lesson-status">{status}</div>
                 <canvas id="lesson-chart" node_ref=canvas width="900" height="430"
                     on:mousemove=on_move on:mouseleave=move |_| hover.set(None)></canvas>

@@ -5,7 +5,8 @@
 //! Everything but the page glue is plain Rust tested natively: [`params`] (the view and
 //! its URL), [`measured`] (file parsers), [`curves`] (aggregation, CSV, capacity) and
 //! [`chart`] (plotters drawing, generic over the backend), [`learn`] (the lessons and
-//! their experiments).
+//! their experiments), [`watch`] (the animation of a short run: its record, replay and
+//! drawing).
 
 pub mod chart;
 pub mod curves;
@@ -21,3 +22,6 @@ pub mod pool;
 pub mod trace_ui;
 #[cfg(target_arch = "wasm32")]
 pub mod ui;
+pub mod watch;
+#[cfg(target_arch = "wasm32")]
+pub mod watch_ui;

@@ -1,5 +1,6 @@
 //! The page (browser only): the Calculator view (parameter panel, answer bar, charts,
-//! drop zone, share/export) and the Learn view (lessons, [`crate::learn_ui`]).
+//! drop zone, share/export), the Learn view (lessons, [`crate::learn_ui`]) and the Watch
+//! view (the animation of a short run, [`crate::watch_ui`]).
 //!
 //! State lives in signals; the heavy work goes to the worker [`Pool`]. Every change of
 //! the parameters (or of the open lesson) is written to the URL (`history.replaceState`)
@@ -17,6 +18,8 @@ use crate::measured::{self, Context, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
 use crate::pool::Pool;
+use crate::watch::{wants_watch, WatchState};
+use crate::watch_ui::{watch_view, WatchSignals};
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
 use gloo_timers::callback::Timeout;
@@ -36,11 +39,12 @@ pub enum Tab {
     Timeline,
 }
 
-/// Which view of the page is shown: the calculator or the Learn view.
+/// Which view of the page is shown: the calculator, the Learn view or the Watch view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
     Calculator,
     Learn,
+    Watch,
 }
 
 /// Progress of the current sweep.
@@ -162,6 +166,9 @@ struct Ctx {
     swept: StoredValue<Option<Params>>,
     /// The lesson state of the last lesson run started (None: none, or cancelled).
     learnt: StoredValue<Option<LessonState>>,
+    watch: WatchSignals,
+    /// The watch state of the last watched run started (None: none, or cancelled).
+    watched: StoredValue<Option<WatchState>>,
 }
 
 thread_local! {
@@ -185,6 +192,24 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
     // errors of job 0 (a worker failing outside any job) for the hidden Learn view.
     let lesson_id = c.learn.run.with_untracked(|r| r.id);
     let lesson_id = (lesson_id != 0).then_some(lesson_id);
+    let watch_id = c.watch.run.with_untracked(|r| r.id);
+    match reply {
+        Reply::Watch { id, tape } => {
+            c.watch.arrive(id, *tape, now_ms());
+            return;
+        }
+        Reply::Error { id, message } if id != 0 && id == watch_id => {
+            c.watch.run.update(|r| {
+                r.running = false;
+                r.error = Some(message);
+            });
+            return;
+        }
+        reply => on_other_reply(c, w, reply, lesson_id),
+    }
+}
+
+fn on_other_reply(c: Ctx, w: usize, reply: Reply, lesson_id: Option<u64>) {
     match &reply {
         Reply::Lesson { id, output } if Some(*id) == lesson_id => {
             let output = output.clone();
@@ -284,8 +309,9 @@ fn start_sweep(c: Ctx) {
     let total = p.rates.len() as u32 * p.seeds + 2;
     let id = next_id();
     c.swept.set_value(Some(p.clone()));
-    // Submitting cancels whatever the workers ran, a lesson included.
+    // Submitting cancels whatever the workers ran, a lesson or a watched run included.
     c.learnt.set_value(None);
+    c.watched.set_value(None);
     c.run.set(RunState {
         id,
         total,
@@ -345,6 +371,7 @@ fn start_lesson(c: Ctx) {
     let id = next_id();
     c.learnt.set_value(Some(state.clone()));
     c.swept.set_value(None);
+    c.watched.set_value(None);
     c.learn.run.update(|r| {
         r.id = id;
         r.running = true;
@@ -366,6 +393,52 @@ fn start_lesson(c: Ctx) {
             on_reply(c, 0, reply);
         }
     }
+}
+
+/// Simulates the watched run in a worker (in place if there is no pool), cancelling
+/// whatever the workers were doing.
+fn start_watch(c: Ctx) {
+    let state = c.watch.state.get_untracked();
+    let id = next_id();
+    c.watched.set_value(Some(state.clone()));
+    c.swept.set_value(None);
+    c.learnt.set_value(None);
+    c.watch.playing.set(false);
+    c.watch.tape.set(None);
+    c.watch.run.set(crate::watch_ui::WatchRun {
+        id,
+        running: true,
+        started_ms: now_ms(),
+        ..Default::default()
+    });
+    let task = Task::Watch {
+        requests: state.requests,
+        seed: state.seed,
+    };
+    match pool() {
+        Some(pool) => pool.borrow_mut().submit(vec![Job {
+            id,
+            params: state.params,
+            tasks: vec![task],
+        }]),
+        None => {
+            let reply = match crate::watch::record(&state.params, state.requests, state.seed) {
+                Ok(tape) => Reply::Watch {
+                    id,
+                    tape: Box::new(tape),
+                },
+                Err(message) => Reply::Error { id, message },
+            };
+            on_reply(c, 0, reply);
+        }
+    }
+}
+
+/// Opens the Watch view on `params` (at their chosen rate), from the start.
+fn open_watch(c: Ctx, params: Params) {
+    c.watch.state.set(WatchState::of(params));
+    c.watch.t.set(0.0);
+    c.view.set(View::Watch);
 }
 
 fn cancel(c: Ctx) {
@@ -726,9 +799,14 @@ fn error_table(c: Ctx) -> impl IntoView {
 pub fn App() -> impl IntoView {
     let search = window().location().search().unwrap_or_default();
     let learn_first = wants_learn(&search);
+    let watch_first = wants_watch(&search);
+    let (watch0, watch_errs) = WatchState::from_query(&search);
     // A lesson URL carries only the lesson's keys: the calculator starts at its default.
+    // A watch URL carries the calculator's: the calculator starts on the watched server.
     let (initial, url_errs) = if learn_first {
         (Params::default(), Vec::new())
+    } else if watch_first {
+        (watch0.params.clone(), Vec::new())
     } else {
         Params::read_query(&search)
     };
@@ -744,8 +822,8 @@ pub fn App() -> impl IntoView {
         })
         .collect();
     // The calculator's URL as last written: the user's own until the state is valid.
-    let calculator_url = StoredValue::new(if learn_first {
-        Params::default().to_query()
+    let calculator_url = StoredValue::new(if learn_first || watch_first {
+        initial.to_query()
     } else {
         search.trim_start_matches('?').to_string()
     });
@@ -769,6 +847,8 @@ pub fn App() -> impl IntoView {
         url_notes: RwSignal::new(unknown.iter().map(params::BadValue::message).collect()),
         view: RwSignal::new(if learn_first {
             View::Learn
+        } else if watch_first {
+            View::Watch
         } else {
             View::Calculator
         }),
@@ -781,6 +861,11 @@ pub fn App() -> impl IntoView {
         },
         swept: StoredValue::new(None),
         learnt: StoredValue::new(None),
+        watch: WatchSignals::new(
+            watch0,
+            (watch_first && !watch_errs.is_empty()).then(|| watch_errs.join("; ")),
+        ),
+        watched: StoredValue::new(None),
     };
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
@@ -796,6 +881,7 @@ pub fn App() -> impl IntoView {
                 calculator_url.get_value()
             }
             View::Learn => c.learn.state.with(|s| s.to_query()),
+            View::Watch => c.watch.state.with(|s| s.to_query()),
         };
         if let Ok(h) = window().history() {
             let _ =
@@ -849,6 +935,21 @@ pub fn App() -> impl IntoView {
                 start_lesson(c);
             }
         })));
+    });
+
+    // Watch state (a new run, not a new playback position) → a new watched run, while
+    // the Watch view is shown.
+    Effect::new(move |_| {
+        let s = c.watch.state.get();
+        if c.view.get() != View::Watch
+            || c.watched
+                .get_value()
+                .as_ref()
+                .is_some_and(|w| w.same_run(&s))
+        {
+            return;
+        }
+        start_watch(c);
     });
 
     let canvas = NodeRef::<leptos::html::Canvas>::new();
@@ -956,211 +1057,221 @@ pub fn App() -> impl IntoView {
     };
 
     view! {
-        <header>
-            <h1>"kvqueue"</h1>
-            <span class="tagline">"How will this LLM server behave under load? A continuous-batching simulator with queueing models, in your browser."</span>
-            <nav class="views">
-                <button id="view-calculator" class="tab" class:active=move || c.view.get() == View::Calculator
-                    on:click=move |_| c.view.set(View::Calculator)>"Calculator"</button>
-                <button id="view-learn" class="tab" class:active=move || c.view.get() == View::Learn
-                    on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
-            </nav>
-        </header>
-        <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
-            {learn_view(c.learn)}
-        </div>
-        <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
-        <div class="toolbar">
-            <label>"Preset "
-                <select id="preset" on:change=move |ev| {
-                    if let Some(p) = Preset::from_key(&event_target_value(&ev)) { c.params.set(p.params()); }
-                }>
-                    {Preset::ALL.into_iter().map(|p| view! {
-                        <option value=p.key() selected=move || c.params.with(|x| x.preset == p.key())>{p.label()}</option>
-                    }).collect_view()}
-                </select>
-            </label>
-            // The label names the preset the view started from; say when the simulated
-            // configuration no longer is that preset's.
-            <span id="preset-changed" style="color: var(--muted); font-size: 12px">{move || c.params.with(|x| {
-                let changed = Preset::from_key(&x.preset)
-                    .is_some_and(|p| p.params().sim_config(x.rate, 0) != x.sim_config(x.rate, 0));
-                if changed { "· changed since (workload, server or cost)" } else { "" }
-            })}</span>
-            <span class="spacer"></span>
-            <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
-            <button id="export-csv" on:click=move |_| {
-                let m = c.params.with_untracked(|p| p.metric);
-                let models = c.models.with_untracked(|x| x.as_ref().map(|x| model_curves(x, m)).unwrap_or_default());
-                let named: Vec<_> = models.into_iter().map(|mc| (mc.name.clone(), m, mc)).collect();
-                download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
-            }>"export CSV"</button>
-            <button id="export-png" on:click=move |_| {
-                if let Some(cv) = canvas_of(&canvas) {
-                    if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
-                }
-            }>"export PNG"</button>
-        </div>
-        {answer(c)}
-        <main>
-            <aside class="panel">
-                <h2>"Workload"</h2>
-                <Show when=move || c.params.with(|p| p.trace.is_none())>
-                    {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
-                </Show>
-                {crate::trace_ui::trace_control(c.params, c.invalid)}
-                <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma && p.trace.is_none())>
-                    {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
-                </Show>
-                {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
-                {text_field(c, "rate", "rate of the CDF, over-time and timeline views")}
-                {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
-                <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
-                    {text_field(c, "pm", "")}
-                    {text_field(c, "ps", "")}
-                    {text_field(c, "om", "")}
-                    {text_field(c, "os", "")}
-                </Show>
-                <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
-                    {text_field(c, "fp", "")}
-                    {text_field(c, "fo", "")}
-                </Show>
-                <h2>"Server"</h2>
-                {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
-                {text_field(c, "B", "max_num_seqs")}
-                {text_field(c, "K", "")}
-                {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
-                {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
-                {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
-                {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
-                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
-                    {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
-                </Show>
-                <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
-                    <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
-                        Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
-                        Err(e) => e,
-                    })}</p>
-                </Show>
-                {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
-                <h2>"Cost model"</h2>
-                {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
-                <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
-                    {select_field(c, "GPU", "gpu", engine::cost::roofline::GPUS.iter().map(|g| (g.name, g.name)).collect())}
-                    {select_field(c, "model", "llm", engine::cost::roofline::MODELS.iter().map(|m| (m.name, m.name)).collect())}
-                    <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
-                </Show>
-                <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
-                    {text_field(c, "b0", "")}
-                    {text_field(c, "bp", "")}
-                    {text_field(c, "bd", "")}
-                </Show>
-                <h2>"Run"</h2>
-                <Show when=move || c.params.with(|p| p.trace.is_none())>
-                    {text_field(c, "T", "")}
-                </Show>
-                {text_field(c, "seeds", "")}
-                {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
-                {text_field(c, "slo_ttft", "")}
-                {text_field(c, "slo_tpot", "")}
-            </aside>
-            <section class="results">
-                <div class="tabs">
-                    {tab_button(Tab::Load, "Load curves")}
-                    {tab_button(Tab::Cdf, "TTFT distribution")}
-                    {tab_button(Tab::Time, "Over time")}
-                    {tab_button(Tab::Timeline, "Timeline")}
-                    <Show when=move || c.tab.get() == Tab::Load>
-                        {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
-                    </Show>
-                    <Show when=move || c.tab.get() == Tab::Time>
-                        <label class="field">
-                            <span>"show"</span>
-                            <select name="window" on:change=move |ev| {
-                                if let Ok(w) = event_target_value(&ev).parse::<f64>() {
-                                    c.window.set(w);
-                                }
-                            }>
-                                {[("0.05", "first 5 % of the run"), ("0.2", "first 20 % of the run"), ("1", "the whole run")].into_iter().map(|(v, l)| view! {
-                                    <option value=v selected=move || c.window.get().to_string() == v>{l}</option>
-                                }).collect_view()}
-                            </select>
-                        </label>
-                    </Show>
-                </div>
-                <div class="status" id="status">
-                    {move || {
-                        let r = c.run.get();
-                        let pct = if r.total > 0 { 100.0 * r.done_runs() as f64 / r.total as f64 } else { 0.0 };
-                        if let Some(e) = r.error.clone() {
-                            view! { <span class="error">{format!("error: {e}")}</span> }.into_any()
-                        } else if r.cancelled {
-                            view! { <span>{format!("cancelled at {:.0} %", pct)}</span> }.into_any()
-                        } else if r.running() {
-                            view! {
-                                <progress max="100" value=pct></progress>
-                                <span>{format!(" {} / {} runs", r.done_runs().min(r.total), r.total)}</span>
-                                <button id="cancel" on:click=move |_| cancel(c)>"cancel"</button>
-                            }.into_any()
-                        } else if let Some(ms) = r.elapsed_ms {
-                            view! { <span id="sweep-time">{format!("{} runs in {:.2} s (in {} Web Worker{})", r.total, ms / 1000.0, r.done.len(), if r.done.len() == 1 { "" } else { "s" })}</span> }.into_any()
-                        } else {
-                            view! { <span></span> }.into_any()
-                        }
-                    }}
-                </div>
-                <div class="dropzone" id="dropzone"
-                    on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
-                    on:drop=on_drop>
-                    // An error takes the chart's place until it is fixed.
-                    {move || {
-                        let errs = c.errors();
-                        (!errs.is_empty()).then(|| view! {
-                            <div class="error chart-error" id="param-error">
-                                {errs.into_iter().map(|e| view! { <p>{e}</p> }).collect_view()}
-                            </div>
-                        })
-                    }}
-                    <canvas id="chart" node_ref=canvas width="900" height="500" on:mousemove=on_move
-                        style:display=move || if c.blocked() { "none" } else { "" }
-                        on:mouseleave=move |_| c.hover.set(None)></canvas>
-                    <div class="hover" id="hover" style:display=move || if c.blocked() { "none" } else { "" }>{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
-                    {move || c.url_notes.with(|n| (!n.is_empty()).then(|| view! { <p class="hint" id="url-notes">{n.join("; ")}</p> }))}
-                </div>
-                {move || {
-                    let m = c.models.get();
-                    let metric = c.params.with(|p| p.metric);
-                    m.map(|m| {
-                        let mut parts: Vec<String> = m.skipped.iter().map(|(k, why)| format!("{k}: not shown — {why}")).collect();
-                        if c.tab.get() == Tab::Load && model_curves(&m, metric).is_empty() && !m.curves.is_empty() {
-                            parts.push(format!("the models do not predict {}", metric.label()));
-                        }
-                        view! { <p class="models-note">{parts.join(" · ")}</p> }
-                    })
-                }}
-                <div class="files">
-                    <label class="filebtn">"Load measured results… "
-                        <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
-                            on:change=move |_| {
-                                if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
-                                    leptos::task::spawn_local(read_files(c, files));
-                                }
-                            } />
-                    </label>
-                    <a href="examples/sim-example-summary.csv" download>"example summary CSV"</a>
-                    " · "
-                    <a href="examples/sim-example-requests.csv" download>"example per-request CSV"</a>
-                    {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
-                </div>
-                {error_table(c)}
-                <details class="bench">
-                    <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
-                    <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>
-                    <span id="grid-result">{move || c.grid.get().unwrap_or_default()}</span>
-                </details>
-            </section>
-        </main>
-        </div>
-        <footer>"Simulation: discrete-event model of an iteration-level batching engine (kvqueue engine, compiled to WebAssembly). Models: the reference study's M/M/C, birth–death chain and CTMC, and kvqueue's own. Sweeps run in Web Workers; nothing leaves your browser."</footer>
-    }
+           <header>
+               <h1>"kvqueue"</h1>
+               <span class="tagline">"How will this LLM server behave under load? A continuous-batching simulator with queueing models, in your browser."</span>
+               <nav class="views">
+                   <button id="view-calculator" class="tab" class:active=move || c.view.get() == View::Calculator
+                       on:click=move |_| c.view.set(View::Calculator)>"Calculator"</button>
+                   <button id="view-learn" class="tab" class:active=move || c.view.get() == View::Learn
+                       on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
+                   <button id="view-watch" class="tab" class:active=move || c.view.get() == View::Watch
+                       on:click=move |_| c.view.set(View::Watch)>"Watch"</button>
+               </nav>
+           </header>
+           <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
+               {learn_view(c.learn, move |p| open_watch(c, p))}
+           </div>
+           <div style:display=move || if c.view.get() == View::Watch { "" } else { "none" }>
+               {watch_view(c.watch, move || {
+                   c.params.set(c.watch.state.with_untracked(|s| s.params.clone()));
+                   c.view.set(View::Calculator);
+               })}
+           </div>
+           <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
+           <div class="toolbar">
+               <label>"Preset "
+                   <select id="preset" on:change=move |ev| {
+                       if let Some(p) = Preset::from_key(&event_target_value(&ev)) { c.params.set(p.params()); }
+                   }>
+                       {Preset::ALL.into_iter().map(|p| view! {
+                           <option value=p.key() selected=move || c.params.with(|x| x.preset == p.key())>{p.label()}</option>
+                       }).collect_view()}
+                   </select>
+               </label>
+               // The label names the preset the view started from; say when the simulated
+               // configuration no longer is that preset's.
+               <span id="preset-changed" style="color: var(--muted); font-size: 12px">{move || c.params.with(|x| {
+                   let changed = Preset::from_key(&x.preset)
+                       .is_some_and(|p| p.params().sim_config(x.rate, 0) != x.sim_config(x.rate, 0));
+                   if changed { "· changed since (workload, server or cost)" } else { "" }
+               })}</span>
+    <button id="open-watch" title="animate a short run of this server at the chosen rate"
+                   on:click=move |_| open_watch(c, c.params.get_untracked())>"▶ watch this server"</button>
+               <span class="spacer"></span>
+               <input id="share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
+               <button id="export-csv" on:click=move |_| {
+                   let m = c.params.with_untracked(|p| p.metric);
+                   let models = c.models.with_untracked(|x| x.as_ref().map(|x| model_curves(x, m)).unwrap_or_default());
+                   let named: Vec<_> = models.into_iter().map(|mc| (mc.name.clone(), m, mc)).collect();
+                   download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
+               }>"export CSV"</button>
+               <button id="export-png" on:click=move |_| {
+                   if let Some(cv) = canvas_of(&canvas) {
+                       if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
+                   }
+               }>"export PNG"</button>
+           </div>
+           {answer(c)}
+           <main>
+               <aside class="panel">
+                   <h2>"Workload"</h2>
+                   <Show when=move || c.params.with(|p| p.trace.is_none())>
+                       {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
+                   </Show>
+                   {crate::trace_ui::trace_control(c.params, c.invalid)}
+                   <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma && p.trace.is_none())>
+                       {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
+                   </Show>
+                   {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
+                   {text_field(c, "rate", "rate of the CDF, over-time and timeline views")}
+                   {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
+                   <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
+                       {text_field(c, "pm", "")}
+                       {text_field(c, "ps", "")}
+                       {text_field(c, "om", "")}
+                       {text_field(c, "os", "")}
+                   </Show>
+                   <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
+                       {text_field(c, "fp", "")}
+                       {text_field(c, "fo", "")}
+                   </Show>
+                   <h2>"Server"</h2>
+                   {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
+                   {text_field(c, "B", "max_num_seqs")}
+                   {text_field(c, "K", "")}
+                   {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
+                   {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
+                   {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                   {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
+                   <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
+                       {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
+                   </Show>
+                   <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
+                       <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
+                           Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
+                           Err(e) => e,
+                       })}</p>
+                   </Show>
+                   {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
+                   <h2>"Cost model"</h2>
+                   {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
+                   <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
+                       {select_field(c, "GPU", "gpu", engine::cost::roofline::GPUS.iter().map(|g| (g.name, g.name)).collect())}
+                       {select_field(c, "model", "llm", engine::cost::roofline::MODELS.iter().map(|m| (m.name, m.name)).collect())}
+                       <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
+                   </Show>
+                   <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
+                       {text_field(c, "b0", "")}
+                       {text_field(c, "bp", "")}
+                       {text_field(c, "bd", "")}
+                   </Show>
+                   <h2>"Run"</h2>
+                   <Show when=move || c.params.with(|p| p.trace.is_none())>
+                       {text_field(c, "T", "")}
+                   </Show>
+                   {text_field(c, "seeds", "")}
+                   {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
+                   {text_field(c, "slo_ttft", "")}
+                   {text_field(c, "slo_tpot", "")}
+               </aside>
+               <section class="results">
+                   <div class="tabs">
+                       {tab_button(Tab::Load, "Load curves")}
+                       {tab_button(Tab::Cdf, "TTFT distribution")}
+                       {tab_button(Tab::Time, "Over time")}
+                       {tab_button(Tab::Timeline, "Timeline")}
+                       <Show when=move || c.tab.get() == Tab::Load>
+                           {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
+                       </Show>
+                       <Show when=move || c.tab.get() == Tab::Time>
+                           <label class="field">
+                               <span>"show"</span>
+                               <select name="window" on:change=move |ev| {
+                                   if let Ok(w) = event_target_value(&ev).parse::<f64>() {
+                                       c.window.set(w);
+                                   }
+                               }>
+                                   {[("0.05", "first 5 % of the run"), ("0.2", "first 20 % of the run"), ("1", "the whole run")].into_iter().map(|(v, l)| view! {
+                                       <option value=v selected=move || c.window.get().to_string() == v>{l}</option>
+                                   }).collect_view()}
+                               </select>
+                           </label>
+                       </Show>
+                   </div>
+                   <div class="status" id="status">
+                       {move || {
+                           let r = c.run.get();
+                           let pct = if r.total > 0 { 100.0 * r.done_runs() as f64 / r.total as f64 } else { 0.0 };
+                           if let Some(e) = r.error.clone() {
+                               view! { <span class="error">{format!("error: {e}")}</span> }.into_any()
+                           } else if r.cancelled {
+                               view! { <span>{format!("cancelled at {:.0} %", pct)}</span> }.into_any()
+                           } else if r.running() {
+                               view! {
+                                   <progress max="100" value=pct></progress>
+                                   <span>{format!(" {} / {} runs", r.done_runs().min(r.total), r.total)}</span>
+                                   <button id="cancel" on:click=move |_| cancel(c)>"cancel"</button>
+                               }.into_any()
+                           } else if let Some(ms) = r.elapsed_ms {
+                               view! { <span id="sweep-time">{format!("{} runs in {:.2} s (in {} Web Worker{})", r.total, ms / 1000.0, r.done.len(), if r.done.len() == 1 { "" } else { "s" })}</span> }.into_any()
+                           } else {
+                               view! { <span></span> }.into_any()
+                           }
+                       }}
+                   </div>
+                   <div class="dropzone" id="dropzone"
+                       on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
+                       on:drop=on_drop>
+                       // An error takes the chart's place until it is fixed.
+                       {move || {
+                           let errs = c.errors();
+                           (!errs.is_empty()).then(|| view! {
+                               <div class="error chart-error" id="param-error">
+                                   {errs.into_iter().map(|e| view! { <p>{e}</p> }).collect_view()}
+                               </div>
+                           })
+                       }}
+                       <canvas id="chart" node_ref=canvas width="900" height="500" on:mousemove=on_move
+                           style:display=move || if c.blocked() { "none" } else { "" }
+                           on:mouseleave=move |_| c.hover.set(None)></canvas>
+                       <div class="hover" id="hover" style:display=move || if c.blocked() { "none" } else { "" }>{move || c.hover.get().unwrap_or_else(|| "hover over the chart for values".into())}</div>
+                       {move || c.url_notes.with(|n| (!n.is_empty()).then(|| view! { <p class="hint" id="url-notes">{n.join("; ")}</p> }))}
+                   </div>
+                   {move || {
+                       let m = c.models.get();
+                       let metric = c.params.with(|p| p.metric);
+                       m.map(|m| {
+                           let mut parts: Vec<String> = m.skipped.iter().map(|(k, why)| format!("{k}: not shown — {why}")).collect();
+                           if c.tab.get() == Tab::Load && model_curves(&m, metric).is_empty() && !m.curves.is_empty() {
+                               parts.push(format!("the models do not predict {}", metric.label()));
+                           }
+                           view! { <p class="models-note">{parts.join(" · ")}</p> }
+                       })
+                   }}
+                   <div class="files">
+                       <label class="filebtn">"Load measured results… "
+                           <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
+                               on:change=move |_| {
+                                   if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
+                                       leptos::task::spawn_local(read_files(c, files));
+                                   }
+                               } />
+                       </label>
+                       <a href="examples/sim-example-summary.csv" download>"example summary CSV"</a>
+                       " · "
+                       <a href="examples/sim-example-requests.csv" download>"example per-request CSV"</a>
+                       {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
+                   </div>
+                   {error_table(c)}
+                   <details class="bench">
+                       <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
+                       <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>
+                       <span id="grid-result">{move || c.grid.get().unwrap_or_default()}</span>
+                   </details>
+               </section>
+           </main>
+           </div>
+           <footer>"Simulation: discrete-event model of an iteration-level batching engine (kvqueue engine, compiled to WebAssembly). Models: the reference study's M/M/C, birth–death chain and CTMC, and kvqueue's own. Sweeps run in Web Workers; nothing leaves your browser."</footer>
+       }
 }

@@ -27,12 +27,14 @@
 //! the same instant as an iteration end is processed after that iteration's completions.
 
 mod clock;
+pub mod events;
 mod pending;
 mod reuse;
 mod server;
 mod source;
 mod timeseries;
 
+pub use events::simulate_logged;
 pub use reuse::run_also_holds_for;
 pub(crate) use server::{server, Server, ServerView};
 pub use timeseries::TimePoint;
@@ -260,6 +262,8 @@ struct Sim<'a, S: Scheduler> {
     /// Records (id, end instant) of every request that left, when a client needs them
     /// ([`Server::take_departures`]).
     departures: Option<Vec<(u64, f64)>>,
+    /// The event log's hooks ([`events`]): off unless [`simulate_logged`] runs.
+    log: events::Sink<'a>,
 }
 
 enum Step {
@@ -333,6 +337,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             stopped: false,
             work_tokens: 0,
             departures: None,
+            log: events::Sink::default(),
         }
     }
 
@@ -445,6 +450,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let before = ctx.running.len();
         let plan = self.sched.plan(&mut ctx);
         self.next_admit = ctx.next_admit;
+        self.log.admitted(&self.running[self.prefilled..], self.t);
         if self.running.len() != before {
             self.epoch += 1;
         }
@@ -516,6 +522,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
         }
         let admitted = self.admissible(need);
+        self.log
+            .arrival(r.id, entry, admitted, need * u64::from(!self.paged));
         if admitted && !self.paged {
             let taken = self.kv.try_take(need);
             debug_assert!(taken, "admissible checked the free blocks");
@@ -613,6 +621,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.prefilled = 0;
             s.prefill_target = s.req.prompt + s.generated;
             s.preemptions += 1;
+            self.log.preempted(s.req.id, self.t);
             s.chunk = 0;
             self.sched.requeue_preempted(s);
             preempted = true;
@@ -728,6 +737,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.stats.busy_s += d;
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
+        self.log.iteration(
+            (self.t, t_end),
+            &self.running,
+            (decoders, self.prefilled),
+            self.emit_at_prefill,
+        );
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
@@ -847,6 +862,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         }
         self.stats.busy_s += t_end - self.t;
         self.work_tokens -= n as u64 * k;
+        self.log.decode_run(
+            &at,
+            k,
+            &self.running,
+            self.paged.then(|| self.kv.block_size()),
+        );
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
         }
@@ -935,6 +956,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn depart(&mut self, s: &Seq, t: f64) {
         self.kv.release(s.blocks);
         self.work_tokens -= u64::from(s.req.prompt);
+        self.log.finished(s.req.id, t);
         // From entry, as the area of Little's law counts.
         self.stats.sojourn_sum_s += t - s.entered;
         let rec = record_of(s, Some(t), Outcome::Completed);
