@@ -8,7 +8,13 @@
 //! their experiments).
 
 pub mod chart;
+pub mod adopt;
 pub mod curves;
+#[cfg(target_arch = "wasm32")]
+pub mod drop;
+#[cfg(target_arch = "wasm32")]
+pub mod export;
+pub mod format;
 pub mod job;
 pub mod learn;
 #[cfg(target_arch = "wasm32")]
@@ -17,5 +23,8 @@ pub mod measured;
 pub mod metric;
 pub mod params;
 pub mod pool;
+pub mod report;
+#[cfg(target_arch = "wasm32")]
+pub mod report_ui;
 #[cfg(target_arch = "wasm32")]
 pub mod ui;

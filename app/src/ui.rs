@@ -6,17 +6,21 @@
 //! and, after a short debounce, starts a new sweep or lesson run, cancelling the previous
 //! one. The calculator only sweeps while it is shown.
 
-use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
+use crate::chart::{
+    draw_cdf, draw_load, draw_timeline, draw_timeseries, load_svg, Geometry, LoadChart,
+};
 use crate::curves::{capacity_at_slo, diagnose, interpolate, to_csv, CurvePoint, PointError};
 use crate::job::{
     model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
 };
 use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
-use crate::measured::{self, Context, MeasuredSet};
+use crate::format;
+use crate::measured::{self, Context, MeasuredSeries, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
 use crate::pool::Pool;
+use crate::report_ui::{first_verdict, report_cards, ReportSignals};
 use engine::config::Policy;
 use engine::metrics::MetricsConfig;
 use gloo_timers::callback::Timeout;
@@ -76,16 +80,6 @@ fn set_root_data(key: &str, value: &str) {
     }
 }
 
-fn fmt_val(m: Metric, v: f64) -> String {
-    if m.is_fraction() {
-        format!("{v:.4}")
-    } else if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
 /// Text that is not a value of its field: the field's URL key, the text (shown in the
 /// field, so the user sees what to fix) and the message.
 #[derive(Clone, Debug, PartialEq)]
@@ -142,6 +136,10 @@ struct Ctx {
     models: RwSignal<Option<Models>>,
     detail: RwSignal<Option<Detail>>,
     measured: RwSignal<Vec<MeasuredSet>>,
+    /// The measured files grouped into series (one per run).
+    series: Memo<Vec<MeasuredSeries>>,
+    /// The analytical model the report card shows.
+    report_model: RwSignal<Option<String>>,
     run: RwSignal<RunState>,
     grid: RwSignal<Option<String>>,
     file_msg: RwSignal<Option<(bool, String)>>,
@@ -393,14 +391,8 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                     .map(|m| model_curves(m, p.metric))
                     .unwrap_or_default()
             });
-            let measured = c.measured.get();
-            let slo = match p.metric {
-                Metric::MeanTtft | Metric::P50Ttft | Metric::P95Ttft | Metric::P99Ttft => {
-                    Some(p.slo_ttft_s)
-                }
-                Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
-                _ => None,
-            };
+            let measured = c.series.get();
+            let slo = slo_of(&p);
             let note = c.swept.get_value().and_then(|s| diagnose(&s, &points));
             let chart = LoadChart {
                 note: note.as_deref(),
@@ -410,8 +402,12 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                 measured: &measured,
                 chosen_rate: Some(p.rate),
                 slo,
+                caption: None,
             };
             let r = draw_load(&root, &chart);
+            if let Ok(g) = &r {
+                mark_drawn(canvas, g, &measured, p.metric);
+            }
             if !points.is_empty() {
                 set_root_data("chart-points", &points.len().to_string());
                 let first = document()
@@ -462,6 +458,80 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
     }
 }
 
+/// Writes where the legend and the measured points are drawn onto the canvas
+/// (`data-legend-box`, `data-measured-px`, in canvas pixels), so tests can check that no
+/// point is under the legend.
+fn mark_drawn(
+    canvas: &web_sys::HtmlCanvasElement,
+    g: &Geometry,
+    series: &[MeasuredSeries],
+    m: Metric,
+) {
+    let legend = g
+        .legend
+        .map(|b| format!("[{},{},{},{}]", b[0], b[1], b[2], b[3]))
+        .unwrap_or_else(|| "null".into());
+    let pts: Vec<String> = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter_map(|p| {
+            let (v, _) = p.point.get(m)?;
+            let (x, y) = g.px(p.point.rate, v);
+            Some(format!("[{x:.1},{y:.1}]"))
+        })
+        .collect();
+    let _ = canvas.set_attribute("data-legend-box", &legend);
+    let _ = canvas.set_attribute("data-measured-px", &format!("[{}]", pts.join(",")));
+    let _ = canvas.set_attribute("data-series", &series.len().to_string());
+}
+
+/// The load chart as SVG with the first report card's verdict under it (exports).
+fn chart_svg(c: Ctx) -> Result<String, String> {
+    let p = c.params.get_untracked();
+    let points = c.points.get_untracked();
+    let models = c.models.with_untracked(|m| {
+        m.as_ref()
+            .map(|m| model_curves(m, p.metric))
+            .unwrap_or_default()
+    });
+    let measured = c.series.get_untracked();
+    let verdict = first_verdict(report_signals(c));
+    let chart = LoadChart {
+        note: None,
+        metric: p.metric,
+        points: &points,
+        models: &models,
+        measured: &measured,
+        chosen_rate: Some(p.rate),
+        slo: slo_of(&p),
+        caption: verdict.as_deref(),
+    };
+    load_svg(&chart, (EXPORT_W, EXPORT_H))
+}
+
+/// The size of an exported chart [px] (the PNG has twice as many in each direction).
+const EXPORT_W: u32 = 1000;
+const EXPORT_H: u32 = 600;
+
+/// The SLO line of the load chart's metric, if it has one.
+fn slo_of(p: &Params) -> Option<f64> {
+    match p.metric {
+        Metric::MeanTtft | Metric::P50Ttft | Metric::P95Ttft | Metric::P99Ttft => Some(p.slo_ttft_s),
+        Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
+        _ => None,
+    }
+}
+
+fn report_signals(c: Ctx) -> ReportSignals {
+    ReportSignals {
+        series: c.series,
+        points: c.points,
+        models: c.models,
+        params: c.params,
+        model: c.report_model,
+    }
+}
+
 /// Which run the detail views (CDF, over time, timeline) show.
 fn detail_caption(rate: f64) -> String {
     format!("simulation at λ = {rate} req/s (seed 0)")
@@ -483,54 +553,88 @@ fn download_text(name: &str, text: &str, mime: &str) {
     download(name, &url);
 }
 
-async fn read_files(c: Ctx, files: web_sys::FileList) {
-    for i in 0..files.length() {
-        let Some(f) = files.get(i) else { continue };
-        let name = f.name();
-        if let Err(e) = measured::check_size(f.size()) {
-            c.file_msg.set(Some((false, format!("{name}: {e}"))));
-            continue;
-        }
-        let text = match gloo_file::futures::read_as_text(&gloo_file::File::from(f)).await {
-            Ok(t) => t,
-            Err(e) => {
-                c.file_msg.set(Some((
-                    false,
-                    format!("{name}: could not read the file ({e})"),
-                )));
-                continue;
-            }
-        };
-        let p = c.params.get_untracked();
-        let ctx = Context {
-            max_batch: p.max_batch,
-            kv_tokens: p.kv_tokens,
-            metrics: MetricsConfig {
-                slo_ttft_s: p.slo_ttft_s,
-                slo_tpot_s: p.slo_tpot_s,
-                ..MetricsConfig::default()
-            },
-        };
+/// The context measured files are read in: the view's B, K and SLOs.
+fn read_context(c: Ctx) -> Context {
+    let p = c.params.get_untracked();
+    Context {
+        max_batch: p.max_batch,
+        kv_tokens: p.kv_tokens,
+        metrics: MetricsConfig {
+            slo_ttft_s: p.slo_ttft_s,
+            slo_tpot_s: p.slo_tpot_s,
+            ..MetricsConfig::default()
+        },
+    }
+}
+
+/// Adds what was dropped or picked: loose files and folders (or zips) of runs. One file
+/// gets its own message; several get one line saying which series they formed.
+fn take_dropped(c: Ctx, d: crate::drop::Dropped) {
+    let ctx = read_context(c);
+    let mut added: Vec<MeasuredSet> = Vec::new();
+    let mut problems = d.problems;
+    let mut single: Option<String> = None;
+    let lone = d.files.len() == 1 && d.folders.is_empty();
+    for (name, text) in d.files {
         match measured::parse(&name, &text, &ctx) {
             Ok(set) => {
-                let n = set.points.len();
-                let mut msg = format!(
-                    "{name}: {} with {n} point{} overlaid",
-                    set.source.label(),
-                    if n == 1 { "" } else { "s" }
-                );
-                for note in &set.notes {
-                    msg.push_str(&format!(" — {note}"));
+                if lone {
+                    let n = set.points.len();
+                    let mut msg = format!(
+                        "{name}: {} with {n} point{} overlaid",
+                        set.source.label(),
+                        if n == 1 { "" } else { "s" }
+                    );
+                    for note in &set.notes {
+                        msg.push_str(&format!(" — {note}"));
+                    }
+                    single = Some(msg);
                 }
-                c.measured.update(|v| {
-                    v.retain(|s| s.name != name);
-                    v.push(set);
-                });
-                c.file_msg.set(Some((true, msg)));
+                added.push(set);
             }
-            Err(e) => c.file_msg.set(Some((false, format!("{name}: {e}")))),
+            Err(e) => problems.push(format!("{name}: {e}")),
         }
     }
+    let mut skipped = 0;
+    for (folder, files) in d.folders {
+        let r = measured::folder::read(&files, &ctx);
+        if r.sets.is_empty() && r.problems.is_empty() {
+            problems.push(format!(
+                "{folder}: no run found (a bench-native run folder has requests.csv or summary.csv beside metadata.json; vLLM results are JSON)"
+            ));
+        }
+        problems.extend(r.problems);
+        skipped += r.skipped;
+        added.extend(r.sets);
+    }
+    let n_added = added.len();
+    let names: Vec<String> = measured::group(&added).into_iter().map(|s| s.name).collect();
+    if !added.is_empty() {
+        c.measured.update(|v| {
+            v.retain(|s| !added.iter().any(|a| a.name == s.name));
+            v.extend(added);
+        });
+    }
+    let msg = match (single, problems.is_empty()) {
+        (Some(m), true) => (true, m),
+        _ if n_added == 0 => (false, problems.join("; ")),
+        _ => {
+            let mut m = format!(
+                "{n_added} file{} read into {} series: {}",
+                if n_added == 1 { "" } else { "s" },
+                names.len(),
+                names.join("; ")
+            );
+            if skipped > 0 {
+                m.push_str(&format!(" ({skipped} other files in the folder skipped)"));
+            }
+            if !problems.is_empty() {
+                m.push_str(&format!(" — not read: {}", problems.join("; ")));
+            }
+            (problems.is_empty(), m)
+        }
+    };
+    c.file_msg.set(Some(msg));
 }
 
 /// A text field labelled as [`params::label`] names it. A value that is not a value of
@@ -695,8 +799,8 @@ fn error_table(c: Ctx) -> impl IntoView {
                         let sim = interpolate(&points, m, mp.rate);
                         let err = sim.map(|s| PointError::of(m, v, s).describe()).unwrap_or_else(|| "outside the swept rates".into());
                         Some(view! {
-                            <tr><td>{name.clone()}</td><td>{measured::fmt_rate(mp.rate)}</td><td>{fmt_val(m, v)}</td>
-                            <td>{sim.map(|s| fmt_val(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
+                            <tr><td>{name.clone()}</td><td>{format::req_per_s(mp.rate)}</td><td>{format::value(m, v)}</td>
+                            <td>{sim.map(|s| format::value(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
                         })
                     })
                     .collect::<Vec<_>>()
@@ -712,7 +816,7 @@ fn error_table(c: Ctx) -> impl IntoView {
         view! {
             <ul class="hint" id="measured-notes">{notes}</ul>
             <table class="errors" id="error-table">
-                <thead><tr><th>"file"</th><th>"λ [req/s]"</th><th>{format!("measured {}", m.label())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
+                <thead><tr><th>"file"</th><th>"λ"</th><th>{format!("measured {}", m.name())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
             <button on:click=move |_| c.measured.set(Vec::new())>"clear measurements"</button>
@@ -751,12 +855,15 @@ pub fn App() -> impl IntoView {
     });
     let (lesson0, lesson_errs) = LessonState::from_query(&search);
     let params = RwSignal::new(initial);
+    let measured = RwSignal::new(Vec::<MeasuredSet>::new());
     let c = Ctx {
         params,
         points: RwSignal::new(Vec::new()),
         models: RwSignal::new(None),
         detail: RwSignal::new(None),
-        measured: RwSignal::new(Vec::new()),
+        measured,
+        series: Memo::new(move |_| measured.with(|v| measured::group(v))),
+        report_model: RwSignal::new(None),
         run: RwSignal::new(RunState::default()),
         grid: RwSignal::new(None),
         file_msg: RwSignal::new(None),
@@ -887,13 +994,13 @@ pub fn App() -> impl IntoView {
                     };
                     let a = pt.get(m);
                     let mut s = format!(
-                        "λ = {} req/s · {}: {} ± {} (simulation, {} seeds)",
-                        pt.rate,
-                        m.label(),
+                        "λ = {} · {}: {} ± {} (simulation, {} seeds)",
+                        format::req_per_s(pt.rate),
+                        m.name(),
                         a.mean
-                            .map(|v| fmt_val(m, v))
+                            .map(|v| format::value(m, v))
                             .unwrap_or_else(|| "no samples".into()),
-                        a.ci95.map(|v| fmt_val(m, v)).unwrap_or_else(|| "—".into()),
+                        a.ci95.map(|v| format::value(m, v)).unwrap_or_else(|| "—".into()),
                         a.n
                     );
                     if let Some(models) = c.models.get_untracked() {
@@ -902,18 +1009,36 @@ pub fn App() -> impl IntoView {
                                 (a.0 - pt.rate).abs().total_cmp(&(b.0 - pt.rate).abs())
                             }) {
                                 s.push_str(&format!(
-                                    " · {} at {:.2}: {}",
+                                    " · {} at {}: {}",
                                     mc.name,
-                                    r,
-                                    v.map(|v| fmt_val(m, v))
+                                    format::req_per_s(*r),
+                                    v.map(|v| format::value(m, v))
                                         .unwrap_or_else(|| "unstable".into())
                                 ));
                             }
                         }
                     }
+                    // The measured point nearest the pointer, with the file it came from.
+                    let near = c.series.with_untracked(|series| {
+                        series
+                            .iter()
+                            .flat_map(|se| se.points.iter().map(move |p| (se, p)))
+                            .filter_map(|(se, p)| Some((se, p, p.point.get(m)?.0)))
+                            .min_by(|a, b| (a.1.point.rate - xd).abs().total_cmp(&(b.1.point.rate - xd).abs()))
+                            .map(|(se, p, v)| {
+                                format!(
+                                    " · {} at {}: {} (file {})",
+                                    se.name,
+                                    format::req_per_s(p.point.rate),
+                                    format::value(m, v),
+                                    p.file
+                                )
+                            })
+                    });
+                    s.push_str(&near.unwrap_or_default());
                     s
                 }
-                Tab::Cdf => format!("TTFT = {xd:.3} s"),
+                Tab::Cdf => format!("TTFT = {}", format::latency(xd)),
                 Tab::Time => format!("t = {xd:.2} s"),
                 Tab::Timeline => {
                     let row = g
@@ -934,9 +1059,27 @@ pub fn App() -> impl IntoView {
     let file_input = NodeRef::<leptos::html::Input>::new();
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
-        if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
-            leptos::task::spawn_local(read_files(c, files));
-        }
+        let Some(dt) = ev.data_transfer() else { return };
+        // Folders come as directory entries, to be taken while the event runs; a folder
+        // also shows up in the file list, as an unreadable file of its name.
+        let dirs: Vec<_> = crate::drop::entries(&dt)
+            .into_iter()
+            .filter(|e| e.is_directory())
+            .collect();
+        let dir_names: Vec<String> = dirs.iter().map(|e| e.name()).collect();
+        let files: Vec<web_sys::File> = dt
+            .files()
+            .map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect())
+            .unwrap_or_default();
+        leptos::task::spawn_local(async move {
+            let mut d = crate::drop::read_entries(dirs).await;
+            let loose = files.into_iter().filter(|f| !dir_names.contains(&f.name()));
+            let more = crate::drop::read_files(loose.collect()).await;
+            d.files.extend(more.files);
+            d.folders.extend(more.folders);
+            d.problems.extend(more.problems);
+            take_dropped(c, d);
+        });
     };
 
     let share_url = move || {
@@ -995,11 +1138,28 @@ pub fn App() -> impl IntoView {
                 let named: Vec<_> = models.into_iter().map(|mc| (mc.name.clone(), m, mc)).collect();
                 download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
             }>"export CSV"</button>
+            // The load curves export at print quality (SVG, and a PNG at 2× pixel density,
+            // legend and verdict included); the other views as the canvas shows them.
             <button id="export-png" on:click=move |_| {
-                if let Some(cv) = canvas_of(&canvas) {
+                if c.tab.get_untracked() == Tab::Load {
+                    match chart_svg(c) {
+                        Ok(svg) => leptos::task::spawn_local(async move {
+                            if let Err(e) = crate::export::save_png_2x("kvqueue-chart.png", &svg, EXPORT_W, EXPORT_H).await {
+                                c.file_msg.set(Some((false, format!("PNG export failed: {e}"))));
+                            }
+                        }),
+                        Err(e) => c.file_msg.set(Some((false, format!("PNG export failed: {e}")))),
+                    }
+                } else if let Some(cv) = canvas_of(&canvas) {
                     if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
                 }
             }>"export PNG"</button>
+            <button id="export-svg" style:display=move || if c.tab.get() == Tab::Load { "" } else { "none" } on:click=move |_| {
+                match chart_svg(c) {
+                    Ok(svg) => crate::export::save_svg("kvqueue-chart.svg", &svg),
+                    Err(e) => c.file_msg.set(Some((false, format!("SVG export failed: {e}")))),
+                }
+            }>"export SVG"</button>
         </div>
         {answer(c)}
         <main>
@@ -1135,10 +1295,13 @@ pub fn App() -> impl IntoView {
                 }}
                 <div class="files">
                     <label class="filebtn">"Load measured results… "
-                        <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
+                        <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,.zip,text/csv,application/json,application/zip"
                             on:change=move |_| {
                                 if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
-                                    leptos::task::spawn_local(read_files(c, files));
+                                    let files: Vec<web_sys::File> = (0..files.length()).filter_map(|i| files.get(i)).collect();
+                                    leptos::task::spawn_local(async move {
+                                        take_dropped(c, crate::drop::read_files(files).await);
+                                    });
                                 }
                             } />
                     </label>
@@ -1148,6 +1311,7 @@ pub fn App() -> impl IntoView {
                     {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
                 </div>
                 {error_table(c)}
+                {report_cards(report_signals(c))}
                 <details class="bench">
                     <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
                     <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>

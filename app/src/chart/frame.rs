@@ -12,6 +12,8 @@ pub struct Geometry {
     pub y_px: (i32, i32),
     pub x: (f64, f64),
     pub y: (f64, f64),
+    /// The legend's box `[x0, y0, x1, y1]` [px], when the chart has a legend.
+    pub legend: Option<[i32; 4]>,
 }
 
 impl Geometry {
@@ -28,6 +30,21 @@ impl Geometry {
             .then(|| self.y.1 - (py - top) / (bottom - top) * (self.y.1 - self.y.0))
     }
 
+    /// The pixel of data point (`x`, `y`) (the inverse of [`Geometry::x_at`] and
+    /// [`Geometry::y_at`]).
+    pub fn px(&self, x: f64, y: f64) -> (f64, f64) {
+        let (a, b) = (self.x_px.0 as f64, self.x_px.1 as f64);
+        let (top, bottom) = (self.y_px.0 as f64, self.y_px.1 as f64);
+        let fx = (x - self.x.0) / (self.x.1 - self.x.0);
+        let fy = (y - self.y.0) / (self.y.1 - self.y.0);
+        (a + fx * (b - a), bottom - fy * (bottom - top))
+    }
+
+    /// The plot area `[x0, y0, x1, y1]` [px].
+    pub fn plot_box(&self) -> [i32; 4] {
+        [self.x_px.0, self.y_px.0, self.x_px.1, self.y_px.1]
+    }
+
     /// The geometry of `chart`, which shows data range `x` × `y`.
     pub(super) fn of<DB: DrawingBackend>(
         chart: &Chart<'_, DB>,
@@ -40,6 +57,7 @@ impl Geometry {
             y_px: (yr.start, yr.end),
             x,
             y,
+            legend: None,
         }
     }
 }
