@@ -295,6 +295,7 @@ impl Card {
                     num(e),
                     match (c.simulated, c.high) {
                         (None, _) => "",
+                        (Some(s), _) if s == c.measured => "equal",
                         (Some(_), true) => "high",
                         (Some(_), false) => "low",
                     }
@@ -490,7 +491,8 @@ mod tests {
         assert_eq!(lines, ["40.0 ms", "sim 20.0 ms ± 1.00 ms", "M/M/c 20.0 ms", "100 % (sim low)"].map(String::from));
         let csv = card.to_csv();
         assert_eq!(csv.lines().count(), 1 + 3 * 3, "{csv}");
-        assert!(csv.contains("mean_ttft_s,1,r1.json,0.04,0.02,0.001,M/M/c,0.02"), "{csv}");
+        assert!(csv.contains("mean_ttft_s,1,r1.json,0.04,0.02,0.001,M/M/c,0.0199999"), "{csv}");
+        assert!(csv.contains("goodput_rps,1,r1.json,1,1,0.01,M/M/c,,relative,0,equal\n"), "{csv}");
         let md = card.to_markdown();
         assert!(md.contains(&card.verdict));
         assert!(md.contains("| mean TTFT | 40.0 ms<br>sim 20.0 ms ± 1.00 ms<br>M/M/c 20.0 ms<br>100 % (sim low) |"), "{md}");

@@ -1,5 +1,5 @@
-//! What every chart's frame shares: the [`Geometry`] it hands back to the page, the
-//! legend in the house style, and the header line above a chart.
+//! What every chart's frame shares: the [`Geometry`] it hands back to the page and the
+//! header line above a chart (legends: [`super::legend`]).
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -68,21 +68,6 @@ pub(super) type DrawResult = Result<Geometry, String>;
 /// A backend's (or plotters') error as text.
 pub(super) fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
-}
-
-/// Draws the series legend in the house style (white, light border, 13 px) at `pos`.
-pub(super) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    pos: SeriesLabelPosition,
-) -> Result<(), String> {
-    chart
-        .configure_series_labels()
-        .position(pos)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)
 }
 
 /// Height of a [`header`] line [px].

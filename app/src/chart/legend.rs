@@ -112,7 +112,7 @@ fn wrap<DB: DrawingBackend>(
     text: &str,
     max: u32,
 ) -> Result<Vec<String>, String> {
-    let font = ("sans-serif", FONT).into_font();
+    let font: TextStyle = ("sans-serif", FONT).into();
     let width = |s: &str| area.estimate_text_size(s, &font).map(|d| d.0).map_err(err);
     let mut lines = Vec::new();
     let mut cur = String::new();
@@ -166,7 +166,7 @@ pub fn size<DB: DrawingBackend>(
     entries: &[Entry],
     max_text: u32,
 ) -> Result<(i32, i32), String> {
-    let font = ("sans-serif", FONT).into_font();
+    let font: TextStyle = ("sans-serif", FONT).into();
     let rows = rows(area, entries, max_text)?;
     let mut w = 0;
     let mut h = 0;

@@ -77,7 +77,8 @@ pub fn read(files: &[FolderFile], ctx: &Context) -> FolderRead {
         if let Some(setup) = &meta {
             // The per-request file where it is there, the summary where not.
             if let Some(f) = named("requests.csv").or_else(|| named("summary.csv")) {
-                used += 1;
+                // The results and the metadata beside them.
+                used += 2;
                 read_one(f, Some(setup), &folder, ctx, &mut out);
             }
         }
