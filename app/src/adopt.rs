@@ -127,7 +127,11 @@ pub fn contradictions(s: &MeasuredSeries, p: &Params) -> Vec<String> {
     }
     let server = [
         (&["max_num_seqs", "slots"][..], "B", p.max_batch as f64),
-        (&["kv_tokens", "kv_cache_tokens"][..], "K", p.kv_tokens as f64),
+        (
+            &["kv_tokens", "kv_cache_tokens"][..],
+            "K",
+            p.kv_tokens as f64,
+        ),
         (&["block_size"][..], "block size", p.block_size as f64),
         (
             &["max_num_batched_tokens"][..],
@@ -259,8 +263,15 @@ mod tests {
             c[0].starts_with("the file is 300 prompts per rate; the simulation runs 120 s of arrivals (≈ 60 prompts at 0.5 req/s … 480 at 4 req/s)"),
             "{c:?}"
         );
-        assert!(c.iter().any(|x| x.contains("the sweep covers 0.5 req/s to 2 req/s")), "{c:?}");
-        assert!(!c.iter().any(|x| x.contains("max_num_seqs")), "B matches: {c:?}");
+        assert!(
+            c.iter()
+                .any(|x| x.contains("the sweep covers 0.5 req/s to 2 req/s")),
+            "{c:?}"
+        );
+        assert!(
+            !c.iter().any(|x| x.contains("max_num_seqs")),
+            "B matches: {c:?}"
+        );
     }
 
     #[test]
@@ -277,7 +288,10 @@ mod tests {
         // After adopting, only the inexpressible remains.
         let left = contradictions(&s, q);
         assert_eq!(left.len(), 2, "{left:?}");
-        assert!(left[0].starts_with("the file is 300 prompts per rate"), "{left:?}");
+        assert!(
+            left[0].starts_with("the file is 300 prompts per rate"),
+            "{left:?}"
+        );
         assert!(left[1].contains("at most 8 requests in flight"), "{left:?}");
         assert_eq!(a.unexpressed.len(), 3, "{:?}", a.unexpressed);
     }

@@ -10,7 +10,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{FileSystemDirectoryEntry, FileSystemEntry, FileSystemFileEntry};
 
 /// Everything dropped at once.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Dropped {
     /// Loose files: (name, text).
     pub files: Vec<(String, String)>,
@@ -50,7 +50,11 @@ async fn file_of(e: &FileSystemFileEntry) -> Result<web_sys::File, String> {
 }
 
 /// Every file under `dir`, paths relative to the dropped folder's parent.
-async fn walk(dir: FileSystemDirectoryEntry, out: &mut Vec<FolderFile>, problems: &mut Vec<String>) {
+async fn walk(
+    dir: FileSystemDirectoryEntry,
+    out: &mut Vec<FolderFile>,
+    problems: &mut Vec<String>,
+) {
     let mut stack = vec![dir];
     let mut total = 0.0;
     while let Some(d) = stack.pop() {
@@ -104,7 +108,10 @@ async fn walk(dir: FileSystemDirectoryEntry, out: &mut Vec<FolderFile>, problems
 async fn add_file(f: web_sys::File, out: &mut Dropped) {
     let name = f.name();
     if name.to_ascii_lowercase().ends_with(".zip") {
-        match bytes_of(&f).await.and_then(|b| unzip(&b).map_err(|e| e.to_string())) {
+        match bytes_of(&f)
+            .await
+            .and_then(|b| unzip(&b).map_err(|e| e.to_string()))
+        {
             Ok(files) => out.folders.push((name, files)),
             Err(why) => out.problems.push(format!("{name}: {why}")),
         }

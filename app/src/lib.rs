@@ -7,8 +7,8 @@
 //! [`chart`] (plotters drawing, generic over the backend), [`learn`] (the lessons and
 //! their experiments).
 
-pub mod chart;
 pub mod adopt;
+pub mod chart;
 pub mod curves;
 #[cfg(target_arch = "wasm32")]
 pub mod drop;

@@ -231,7 +231,10 @@ impl Card {
             } else if hi <= 0.0 {
                 format!("{} low on {name}", span(-hi, -lo))
             } else {
-                format!("off by up to {} % on {name} (high and low)", pct(lo.abs().max(hi)))
+                format!(
+                    "off by up to {} % on {name} (high and low)",
+                    pct(lo.abs().max(hi))
+                )
             };
             clauses.push(clause);
         }
@@ -251,7 +254,10 @@ impl Card {
             k => format!("{} and {}", clauses[..k - 1].join(", "), clauses[k - 1]),
         };
         let tail = if outside > 0 {
-            format!("; {outside} value{} lie outside the swept rates", if outside == 1 { "" } else { "s" })
+            format!(
+                "; {outside} value{} lie outside the swept rates",
+                if outside == 1 { "" } else { "s" }
+            )
         } else {
             String::new()
         };
@@ -311,7 +317,9 @@ impl Card {
         [
             format::value(m, c.measured),
             match (c.simulated, c.band) {
-                (Some(s), Some(b)) => format!("sim {} ± {}", format::value(m, s), format::value(m, b)),
+                (Some(s), Some(b)) => {
+                    format!("sim {} ± {}", format::value(m, s), format::value(m, b))
+                }
                 (Some(s), None) => format!("sim {}", format::value(m, s)),
                 (None, _) => "sim: outside the sweep".into(),
             },
@@ -339,7 +347,10 @@ impl Card {
             out.push_str(&format!("| {} |", row.metric.name()));
             for c in &row.cells {
                 match c {
-                    Some(c) => out.push_str(&format!(" {} |", self.cell_lines(row.metric, c).join("<br>"))),
+                    Some(c) => out.push_str(&format!(
+                        " {} |",
+                        self.cell_lines(row.metric, c).join("<br>")
+                    )),
                     None => out.push_str(" — |"),
                 }
             }
@@ -347,11 +358,16 @@ impl Card {
         }
         out.push_str("| **median \\|error\\|** |");
         for m in &self.median_by_rate {
-            out.push_str(&format!(" {} |", m.map(format::percent).unwrap_or_else(|| "—".into())));
+            out.push_str(&format!(
+                " {} |",
+                m.map(format::percent).unwrap_or_else(|| "—".into())
+            ));
         }
         out.push_str(&format!(
             " **{}** |\n",
-            self.median_all.map(format::percent).unwrap_or_else(|| "—".into())
+            self.median_all
+                .map(format::percent)
+                .unwrap_or_else(|| "—".into())
         ));
         out.push_str(&format!(
             "\nmeasured · sim = simulated mean ± 95 % CI half-width · {} = analytical model · error = |measured − simulated| / simulated\n",
@@ -446,18 +462,27 @@ mod tests {
         let s = run();
         let card = Card::of(&s[0], &sim(), None);
         let metrics: Vec<Metric> = card.rows.iter().map(|r| r.metric).collect();
-        assert_eq!(metrics, vec![Metric::MeanTtft, Metric::MeanTpot, Metric::Goodput]);
+        assert_eq!(
+            metrics,
+            vec![Metric::MeanTtft, Metric::MeanTpot, Metric::Goodput]
+        );
         assert_eq!(card.rates, vec![1.0, 2.0, 4.0]);
         let ttft = &card.rows[0];
         let c = ttft.cells[0].as_ref().unwrap();
-        assert_eq!((c.measured, c.simulated, c.band), (0.04, Some(0.02), Some(0.001)));
+        assert_eq!(
+            (c.measured, c.simulated, c.band),
+            (0.04, Some(0.02), Some(0.001))
+        );
         assert_eq!(c.error, Some(PointError::Relative(1.0)));
         assert!(!c.high);
         // 4 req/s is beyond the sweep (1–3 req/s): no simulated value, no error.
         assert_eq!(ttft.cells[2].as_ref().unwrap().simulated, None);
         assert_eq!(ttft.median, Some(PointError::Relative(1.0)));
         let tpot = card.rows[1].median.unwrap();
-        assert!(matches!(tpot, PointError::Relative(e) if (e - 0.02).abs() < 1e-9), "{tpot:?}");
+        assert!(
+            matches!(tpot, PointError::Relative(e) if (e - 0.02).abs() < 1e-9),
+            "{tpot:?}"
+        );
         assert_eq!(card.median_by_rate.len(), 3);
         assert_eq!(card.median_by_rate[2], None);
     }
@@ -488,11 +513,26 @@ mod tests {
         assert!((c.model.unwrap() - 0.02).abs() < 1e-12);
         assert_eq!(card.rows[0].cells[2].as_ref().unwrap().model, None);
         let lines = card.cell_lines(Metric::MeanTtft, c);
-        assert_eq!(lines, ["40.0 ms", "sim 20.0 ms ± 1.00 ms", "M/M/c 20.0 ms", "100 % (sim low)"].map(String::from));
+        assert_eq!(
+            lines,
+            [
+                "40.0 ms",
+                "sim 20.0 ms ± 1.00 ms",
+                "M/M/c 20.0 ms",
+                "100 % (sim low)"
+            ]
+            .map(String::from)
+        );
         let csv = card.to_csv();
         assert_eq!(csv.lines().count(), 1 + 3 * 3, "{csv}");
-        assert!(csv.contains("mean_ttft_s,1,r1.json,0.04,0.02,0.001,M/M/c,0.0199999"), "{csv}");
-        assert!(csv.contains("goodput_rps,1,r1.json,1,1,0.01,M/M/c,,relative,0,equal\n"), "{csv}");
+        assert!(
+            csv.contains("mean_ttft_s,1,r1.json,0.04,0.02,0.001,M/M/c,0.0199999"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("goodput_rps,1,r1.json,1,1,0.01,M/M/c,,relative,0,equal\n"),
+            "{csv}"
+        );
         let md = card.to_markdown();
         assert!(md.contains(&card.verdict));
         assert!(md.contains("| mean TTFT | 40.0 ms<br>sim 20.0 ms ± 1.00 ms<br>M/M/c 20.0 ms<br>100 % (sim low) |"), "{md}");

@@ -4,16 +4,17 @@
 //! CSV and markdown exports.
 
 use crate::adopt::{contradictions, page_params_for};
-use crate::curves::CurvePoint;
+use crate::curves::{CurvePoint, ModelCurve};
 use crate::format;
 use crate::job::{model_curves, Models};
 use crate::measured::MeasuredSeries;
+use crate::metric::Metric;
 use crate::params::Params;
 use crate::report::{describe_median, Card};
 use leptos::prelude::*;
 
 /// The signals the report card reads (and, on "adopt", writes).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct ReportSignals {
     pub series: Memo<Vec<MeasuredSeries>>,
     pub points: RwSignal<Vec<CurvePoint>>,
@@ -27,12 +28,22 @@ pub struct ReportSignals {
 fn model_names(models: &Option<Models>) -> Vec<String> {
     models
         .as_ref()
-        .map(|m| m.curves.iter().map(|c| c.kind.label().to_string()).collect())
+        .map(|m| {
+            m.curves
+                .iter()
+                .map(|c| c.kind.label().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// The card of `series` with the chosen model.
-pub fn card_of(series: &MeasuredSeries, points: &[CurvePoint], models: &Option<Models>, chosen: Option<&str>) -> Card {
+pub fn card_of(
+    series: &MeasuredSeries,
+    points: &[CurvePoint],
+    models: &Option<Models>,
+    chosen: Option<&str>,
+) -> Card {
     let names = model_names(models);
     let name = chosen
         .filter(|c| names.iter().any(|n| n == c))
@@ -41,7 +52,8 @@ pub fn card_of(series: &MeasuredSeries, points: &[CurvePoint], models: &Option<M
     match (models, name) {
         (Some(m), Some(name)) => {
             let curve = |metric| model_curves(m, metric).into_iter().find(|c| c.name == name);
-            Card::of(series, points, Some((&name, &curve)))
+            let curve: &dyn Fn(Metric) -> Option<ModelCurve> = &curve;
+            Card::of(series, points, Some((name.as_str(), curve)))
         }
         _ => Card::of(series, points, None),
     }
@@ -54,7 +66,10 @@ pub fn first_verdict(s: ReportSignals) -> Option<String> {
     let chosen = s.model.get_untracked();
     Some(
         s.models
-            .with_untracked(|m| s.points.with_untracked(|p| card_of(first, p, m, chosen.as_deref())))
+            .with_untracked(|m| {
+                s.points
+                    .with_untracked(|p| card_of(first, p, m, chosen.as_deref()))
+            })
             .verdict,
     )
 }
@@ -86,7 +101,9 @@ pub fn report_cards(s: ReportSignals) -> impl IntoView {
             .into_iter()
             .enumerate()
             .map(|(i, ser)| {
-                let card = s.models.with(|m| s.points.with(|p| card_of(&ser, p, m, chosen.as_deref())));
+                let card = s
+                    .models
+                    .with(|m| s.points.with(|p| card_of(&ser, p, m, chosen.as_deref())));
                 card_view(s, i, ser, card)
             })
             .collect_view();
@@ -157,13 +174,20 @@ fn card_view(s: ReportSignals, i: usize, series: MeasuredSeries, card: Card) -> 
         .iter()
         .map(|m| view! { <td>{m.map(format::percent).unwrap_or_else(|| "—".into())}</td> })
         .collect_view();
-    let all = card.median_all.map(format::percent).unwrap_or_else(|| "—".into());
+    let all = card
+        .median_all
+        .map(format::percent)
+        .unwrap_or_else(|| "—".into());
     let files = series
         .files
         .iter()
         .map(|(f, setup)| view! { <li><b>{f.clone()}</b>": "{setup.describe()}</li> })
         .collect_view();
-    let notes = series.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view();
+    let notes = series
+        .notes
+        .iter()
+        .map(|n| view! { <li>{n.clone()}</li> })
+        .collect_view();
     let has_clashes = !clashes.is_empty();
     view! {
         <div class="card" data-series=series.name.clone()>

@@ -10,12 +10,12 @@ use crate::chart::{
     draw_cdf, draw_load, draw_timeline, draw_timeseries, load_svg, Geometry, LoadChart,
 };
 use crate::curves::{capacity_at_slo, diagnose, interpolate, to_csv, CurvePoint, PointError};
+use crate::format;
 use crate::job::{
     model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
 };
 use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
-use crate::format;
 use crate::measured::{self, Context, MeasuredSeries, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
@@ -516,7 +516,9 @@ const EXPORT_H: u32 = 600;
 /// The SLO line of the load chart's metric, if it has one.
 fn slo_of(p: &Params) -> Option<f64> {
     match p.metric {
-        Metric::MeanTtft | Metric::P50Ttft | Metric::P95Ttft | Metric::P99Ttft => Some(p.slo_ttft_s),
+        Metric::MeanTtft | Metric::P50Ttft | Metric::P95Ttft | Metric::P99Ttft => {
+            Some(p.slo_ttft_s)
+        }
         Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
         _ => None,
     }
@@ -608,7 +610,10 @@ fn take_dropped(c: Ctx, d: crate::drop::Dropped) {
         added.extend(r.sets);
     }
     let n_added = added.len();
-    let names: Vec<String> = measured::group(&added).into_iter().map(|s| s.name).collect();
+    let names: Vec<String> = measured::group(&added)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
     if !added.is_empty() {
         c.measured.update(|v| {
             v.retain(|s| !added.iter().any(|a| a.name == s.name));
@@ -1000,7 +1005,9 @@ pub fn App() -> impl IntoView {
                         a.mean
                             .map(|v| format::value(m, v))
                             .unwrap_or_else(|| "no samples".into()),
-                        a.ci95.map(|v| format::value(m, v)).unwrap_or_else(|| "—".into()),
+                        a.ci95
+                            .map(|v| format::value(m, v))
+                            .unwrap_or_else(|| "—".into()),
                         a.n
                     );
                     if let Some(models) = c.models.get_untracked() {
@@ -1024,7 +1031,11 @@ pub fn App() -> impl IntoView {
                             .iter()
                             .flat_map(|se| se.points.iter().map(move |p| (se, p)))
                             .filter_map(|(se, p)| Some((se, p, p.point.get(m)?.0)))
-                            .min_by(|a, b| (a.1.point.rate - xd).abs().total_cmp(&(b.1.point.rate - xd).abs()))
+                            .min_by(|a, b| {
+                                (a.1.point.rate - xd)
+                                    .abs()
+                                    .total_cmp(&(b.1.point.rate - xd).abs())
+                            })
                             .map(|(se, p, v)| {
                                 format!(
                                     " · {} at {}: {} (file {})",

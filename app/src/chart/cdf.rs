@@ -99,7 +99,10 @@ pub fn draw_cdf<DB: DrawingBackend>(
         }
         if let Some(s) = slo {
             drawn.extend(legend::trace(
-                &[probe.backend_coord(&(s, 0.0)), probe.backend_coord(&(s, 1.0))],
+                &[
+                    probe.backend_coord(&(s, 0.0)),
+                    probe.backend_coord(&(s, 1.0)),
+                ],
                 4.0,
             ));
         }
@@ -173,7 +176,10 @@ mod tests {
         let n = sample.len() as f64;
         for (k, t) in sample.iter().enumerate() {
             let (px, py) = geo.px(*t, (k + 1) as f64 / n);
-            let inside = px >= lb[0] as f64 && px <= lb[2] as f64 && py >= lb[1] as f64 && py <= lb[3] as f64;
+            let inside = px >= lb[0] as f64
+                && px <= lb[2] as f64
+                && py >= lb[1] as f64
+                && py <= lb[3] as f64;
             assert!(!inside, "({px}, {py}) under the legend {lb:?}");
         }
     }

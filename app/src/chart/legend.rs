@@ -234,7 +234,8 @@ fn sample<DB: DrawingBackend>(
     g: Glyph,
     (x, y): (i32, i32),
 ) -> Result<(), String> {
-    let line = |col: RGBColor, w: u32| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(w));
+    let line =
+        |col: RGBColor, w: u32| PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(w));
     match g {
         Glyph::Line { col, dashed: false } => area.draw(&line(col, 2)).map_err(err),
         Glyph::Line { col, dashed: true } => {
@@ -337,8 +338,16 @@ pub fn clear_corner(
         return None;
     }
     corners.iter().find_map(|&c| {
-        let x = if c == 1 || c == 2 { plot[2] - GAP - w } else { plot[0] + GAP };
-        let y = if c >= 2 { plot[3] - GAP - h } else { plot[1] + GAP };
+        let x = if c == 1 || c == 2 {
+            plot[2] - GAP - w
+        } else {
+            plot[0] + GAP
+        };
+        let y = if c >= 2 {
+            plot[3] - GAP - h
+        } else {
+            plot[1] + GAP
+        };
         let b = [x, y, x + w, y + h];
         (!drawn.iter().any(|&p| inside(b, p, 4))).then_some((x, y))
     })
@@ -354,7 +363,10 @@ mod tests {
         // A line rising from the lower left to the upper right.
         let line = trace(&[(0, 300), (400, 0)], 4.0);
         let c = clear_corner(plot, (100, 60), &line, &[1, 0, 2, 3]).unwrap();
-        assert!(c.0 < 200, "upper left, not the upper right the line ends in: {c:?}");
+        assert!(
+            c.0 < 200,
+            "upper left, not the upper right the line ends in: {c:?}"
+        );
         let b = [c.0, c.1, c.0 + 100, c.1 + 60];
         assert!(!line.iter().any(|&p| inside(b, p, 0)));
         // Points in every corner: none is free.

@@ -472,7 +472,15 @@ mod tests {
             "one marker per simulated rate"
         );
         let t = texts(&s);
-        for want in ["simulation", "mean, 95 % CI band", "models", "M/M/c", "measured", "run.csv", "target"] {
+        for want in [
+            "simulation",
+            "mean, 95 % CI band",
+            "models",
+            "M/M/c",
+            "measured",
+            "run.csv",
+            "target",
+        ] {
             assert!(t.iter().any(|x| x == want), "{want} missing from {t:?}");
         }
         assert!(
@@ -481,7 +489,10 @@ mod tests {
         );
         // The legend sits beside the plot, not over it.
         let lb = geo.legend.expect("a legend");
-        assert!(lb[0] >= geo.x_px.1, "legend {lb:?} overlaps the plot {geo:?}");
+        assert!(
+            lb[0] >= geo.x_px.1,
+            "legend {lb:?} overlaps the plot {geo:?}"
+        );
         assert!(geo.x_px.1 > geo.x_px.0 && geo.x.1 >= 4.0);
         let mid = (geo.x_px.0 + geo.x_px.1) as f64 / 2.0;
         assert!((geo.x_at(mid).unwrap() - geo.x.1 / 2.0).abs() < 0.05);
@@ -511,7 +522,10 @@ mod tests {
         );
         let t = texts(&s);
         assert!(t.iter().any(|x| x.contains("SLO 350 ms")), "{t:?}");
-        assert!(t.iter().any(|x| x.contains("SLO: p99 TTFT ≤ 350 ms")), "{t:?}");
+        assert!(
+            t.iter().any(|x| x.contains("SLO: p99 TTFT ≤ 350 ms")),
+            "{t:?}"
+        );
         assert!(t.iter().any(|x| x == "400 ms"), "ticks in ms: {t:?}");
     }
 
@@ -600,14 +614,20 @@ mod tests {
         let t = texts(&s);
         let entries: Vec<&String> = t.iter().filter(|x| x.contains("prompts")).collect();
         assert_eq!(entries.len(), 2, "one entry per series: {t:?}");
-        assert!(t.iter().all(|x| !x.contains(".json")), "no file names: {t:?}");
+        assert!(
+            t.iter().all(|x| !x.contains(".json")),
+            "no file names: {t:?}"
+        );
         // The second series has its own marker: squares, drawn as polygons.
         assert!(s.matches("<polygon").count() >= 1 + 4, "band + 4 squares");
         let lb = geo.legend.expect("a legend");
         for f in &files {
             let p = &f.points[0];
             let (px, py) = geo.px(p.rate, p.get(Metric::P99Ttft).unwrap().0);
-            let inside = px >= lb[0] as f64 && px <= lb[2] as f64 && py >= lb[1] as f64 && py <= lb[3] as f64;
+            let inside = px >= lb[0] as f64
+                && px <= lb[2] as f64
+                && py >= lb[1] as f64
+                && py <= lb[3] as f64;
             assert!(!inside, "({px}, {py}) under the legend {lb:?}");
         }
     }
@@ -623,7 +643,12 @@ mod tests {
         };
         let mut geo = Geometry::default();
         let s = svg(|root| geo = draw_load(root, &chart).unwrap());
-        assert!(texts(&s).iter().any(|x| x.starts_with("The simulation is within")));
-        assert!(geo.y_px.1 < 480 - 44, "the plot ends above the caption: {geo:?}");
+        assert!(texts(&s)
+            .iter()
+            .any(|x| x.starts_with("The simulation is within")));
+        assert!(
+            geo.y_px.1 < 480 - 44,
+            "the plot ends above the caption: {geo:?}"
+        );
     }
 }

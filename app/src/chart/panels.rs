@@ -299,12 +299,18 @@ fn drawn_pixels<DB: DrawingBackend>(
         // The label runs about 7 px per character from its line, into the plot.
         let w = 7 * (label.chars().count() as i32 + 2);
         let dir = if v > x0 + 0.5 * (x1 - x0) { -1 } else { 1 };
-        out.extend(legend::trace(&[(top.0, top.1 + 8), (top.0 + dir * w, top.1 + 8)], 4.0));
+        out.extend(legend::trace(
+            &[(top.0, top.1 + 8), (top.0 + dir * w, top.1 + 8)],
+            4.0,
+        ));
     }
     for (_, h) in &p.hlines {
         if *h <= y.1 {
             out.extend(legend::trace(
-                &[chart.backend_coord(&(x0, *h)), chart.backend_coord(&(x1, *h))],
+                &[
+                    chart.backend_coord(&(x0, *h)),
+                    chart.backend_coord(&(x1, *h)),
+                ],
                 4.0,
             ));
         }
@@ -534,7 +540,10 @@ mod tests {
         for &(x, y) in &p.series[0].points {
             let (px, py) = g.px(x.log2(), y);
             assert!(
-                !(px >= lb[0] as f64 && px <= lb[2] as f64 && py >= lb[1] as f64 && py <= lb[3] as f64),
+                !(px >= lb[0] as f64
+                    && px <= lb[2] as f64
+                    && py >= lb[1] as f64
+                    && py <= lb[3] as f64),
                 "({px}, {py}) under {lb:?}"
             );
         }
@@ -560,7 +569,11 @@ mod tests {
             // The Learn view's canvas: 900 px wide, 430 px for one panel, 620 for more.
             let h = if n > 1 { 620 } else { 430 };
             let root = SVGBackend::with_string(&mut s, (900, h)).into_drawing_area();
-            for (p, a) in out.panels.iter().zip(root.split_evenly((n as usize, 1)).iter()) {
+            for (p, a) in out
+                .panels
+                .iter()
+                .zip(root.split_evenly((n as usize, 1)).iter())
+            {
                 let g = draw_panel(a, p).unwrap();
                 let Some(lb) = g.legend else { continue };
                 if lb[0] >= g.x_px.1 {

@@ -193,7 +193,8 @@ mod tests {
         )
     }
 
-    const REQUESTS: &str = "id,intended_send_s,ttft_s,tpot_s,e2e_s,prompt_tokens,completion_tokens,outcome\n\
+    const REQUESTS: &str =
+        "id,intended_send_s,ttft_s,tpot_s,e2e_s,prompt_tokens,completion_tokens,outcome\n\
         0,0.0,0.040,0.021,0.65,2,29,completed\n\
         1,2.0,0.035,0.020,0.78,1,37,completed\n\
         2,4.0,0.050,0.022,0.70,3,30,completed\n";
@@ -222,7 +223,11 @@ mod tests {
         let r = read(&validate_folder(), &ctx());
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(r.sets.len(), 3, "{:#?}", r.sets);
-        assert_eq!(r.skipped, 3 + 1 + 2, "summaries, sim/, the report and run args");
+        assert_eq!(
+            r.skipped,
+            3 + 1 + 2,
+            "summaries, sim/, the report and run args"
+        );
         let s = &r.sets[0];
         assert_eq!(s.name, "v/rate-0.25/requests.csv");
         assert_eq!(s.setup.prompts, Some(40));
@@ -265,6 +270,10 @@ mod tests {
         assert_eq!(r.sets.len(), 1);
         assert_eq!(r.sets[0].setup.folder.as_deref(), Some("sweep"));
         assert_eq!(r.problems.len(), 1);
-        assert!(r.problems[0].starts_with("sweep/r2.json: "), "{:?}", r.problems);
+        assert!(
+            r.problems[0].starts_with("sweep/r2.json: "),
+            "{:?}",
+            r.problems
+        );
     }
 }

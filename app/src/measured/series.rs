@@ -109,7 +109,8 @@ pub fn group(sets: &[MeasuredSet]) -> Vec<MeasuredSeries> {
             .extend(set.notes.iter().map(|n| format!("{}: {n}", set.name)));
     }
     for s in &mut out {
-        s.points.sort_by(|a, b| a.point.rate.total_cmp(&b.point.rate));
+        s.points
+            .sort_by(|a, b| a.point.rate.total_cmp(&b.point.rate));
     }
     disambiguate(&mut out);
     out
@@ -239,7 +240,10 @@ mod tests {
                 },
             )
         };
-        let g = group(&[in_folder("rate-1/requests.csv", 1.0), in_folder("rate-2/requests.csv", 2.0)]);
+        let g = group(&[
+            in_folder("rate-1/requests.csv", 1.0),
+            in_folder("rate-2/requests.csv", 2.0),
+        ]);
         assert_eq!(g.len(), 1);
         assert_eq!(g[0].name, "measured: run-7");
     }

@@ -235,12 +235,18 @@ mod tests {
         let s = Setup::from_vllm(v.as_object().unwrap());
         assert_eq!(s.server.as_deref(), Some("vLLM"));
         assert_eq!(s.model_short(), Some("Qwen2.5-1.5B-Instruct"));
-        assert_eq!((s.prompts, s.rate, s.burstiness), (Some(300), Some(2.0), Some(1.0)));
+        assert_eq!(
+            (s.prompts, s.rate, s.burstiness),
+            (Some(300), Some(2.0), Some(1.0))
+        );
         assert_eq!(s.max_concurrency, None);
         assert_eq!(s.flags, vec![("max_num_seqs".into(), "8".into())]);
         let d = s.describe();
         assert!(d.contains("300 prompts") && d.contains("2 req/s"), "{d}");
-        assert!(d.contains("Poisson arrivals") && d.contains("no concurrency cap"), "{d}");
+        assert!(
+            d.contains("Poisson arrivals") && d.contains("no concurrency cap"),
+            "{d}"
+        );
     }
 
     #[test]
@@ -259,7 +265,10 @@ mod tests {
                 "workload": {"arrivals": {"kind": "gamma", "rate": 0.25, "burstiness": 0.5}}}});
         let s = Setup::from_bench_native(&m);
         assert_eq!(s.server.as_deref(), Some("vLLM 0.32.0"));
-        assert_eq!((s.prompts, s.warmups, s.burstiness), (Some(40), Some(1), Some(0.5)));
+        assert_eq!(
+            (s.prompts, s.warmups, s.burstiness),
+            (Some(40), Some(1), Some(0.5))
+        );
         assert!(s.flags.contains(&("kv_tokens".into(), "65536".into())));
         // The rate is not part of what makes a series.
         let mut other = s.clone();

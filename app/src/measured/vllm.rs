@@ -138,7 +138,8 @@ pub(super) fn parse(body: &str, skipped: usize) -> Result<(Parsed, Setup), Measu
         let this = Setup::from_vllm(obj);
         match &setup {
             None => setup = Some(this),
-            Some(first) if first.series_key() != this.series_key() && notes.len() < 8 => notes.push(format!(
+            Some(first) if first.series_key() != this.series_key() && notes.len() < 8 => notes
+                .push(format!(
                 "{name} records another setup than the first result ({}); the first one's is shown",
                 this.describe()
             )),
