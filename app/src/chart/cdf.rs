@@ -176,10 +176,8 @@ mod tests {
         let n = sample.len() as f64;
         for (k, t) in sample.iter().enumerate() {
             let (px, py) = geo.px(*t, (k + 1) as f64 / n);
-            let inside = px >= lb[0] as f64
-                && px <= lb[2] as f64
-                && py >= lb[1] as f64
-                && py <= lb[3] as f64;
+            let inside = (lb[0] as f64..=lb[2] as f64).contains(&px)
+                && (lb[1] as f64..=lb[3] as f64).contains(&py);
             assert!(!inside, "({px}, {py}) under the legend {lb:?}");
         }
     }

@@ -320,7 +320,7 @@ pub fn trace(points: &[(i32, i32)], step: f64) -> Vec<(i32, i32)> {
 
 /// Whether pixel `p` falls in box `b` grown by `pad` on every side.
 pub fn inside(b: [i32; 4], p: (i32, i32), pad: i32) -> bool {
-    p.0 >= b[0] - pad && p.0 <= b[2] + pad && p.1 >= b[1] - pad && p.1 <= b[3] + pad
+    (b[0] - pad..=b[2] + pad).contains(&p.0) && (b[1] - pad..=b[3] + pad).contains(&p.1)
 }
 
 /// The first corner of the plot rectangle `plot` = `[x0, y0, x1, y1]` (in the order of

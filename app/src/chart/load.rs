@@ -624,10 +624,8 @@ mod tests {
         for f in &files {
             let p = &f.points[0];
             let (px, py) = geo.px(p.rate, p.get(Metric::P99Ttft).unwrap().0);
-            let inside = px >= lb[0] as f64
-                && px <= lb[2] as f64
-                && py >= lb[1] as f64
-                && py <= lb[3] as f64;
+            let inside = (lb[0] as f64..=lb[2] as f64).contains(&px)
+                && (lb[1] as f64..=lb[3] as f64).contains(&py);
             assert!(!inside, "({px}, {py}) under the legend {lb:?}");
         }
     }

@@ -540,10 +540,8 @@ mod tests {
         for &(x, y) in &p.series[0].points {
             let (px, py) = g.px(x.log2(), y);
             assert!(
-                !(px >= lb[0] as f64
-                    && px <= lb[2] as f64
-                    && py >= lb[1] as f64
-                    && py <= lb[3] as f64),
+                !((lb[0] as f64..=lb[2] as f64).contains(&px)
+                    && (lb[1] as f64..=lb[3] as f64).contains(&py)),
                 "({px}, {py}) under {lb:?}"
             );
         }
