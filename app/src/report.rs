@@ -15,6 +15,10 @@ use crate::format;
 use crate::measured::MeasuredSeries;
 use crate::metric::Metric;
 
+/// The chosen analytical model: its name, and its curve of a metric (None where it
+/// predicts nothing).
+pub type ModelOf<'a> = (&'a str, &'a dyn Fn(Metric) -> Option<ModelCurve>);
+
 /// One metric at one rate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
@@ -106,11 +110,7 @@ fn band_at(points: &[CurvePoint], m: Metric, rate: f64) -> Option<f64> {
 impl Card {
     /// The card of `series` against the simulated `points` and the chosen model's curves
     /// (`model`: its name and a curve per metric, empty where it predicts nothing).
-    pub fn of(
-        series: &MeasuredSeries,
-        points: &[CurvePoint],
-        model: Option<(&str, &dyn Fn(Metric) -> Option<ModelCurve>)>,
-    ) -> Card {
+    pub fn of(series: &MeasuredSeries, points: &[CurvePoint], model: Option<ModelOf<'_>>) -> Card {
         let mut rates: Vec<f64> = series.points.iter().map(|p| p.point.rate).collect();
         rates.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
         let mut rows = Vec::new();

@@ -272,12 +272,15 @@ fn sample<DB: DrawingBackend>(
 /// The widest a legend column gets [px of text].
 pub const COLUMN_TEXT: u32 = 210;
 
+/// An area of the chart in pixels.
+pub type Area<DB> = DrawingArea<DB, Shift>;
+
 /// Splits `area` into the plot's part and a legend column on the right wide enough for
 /// `entries` (no column without entries).
 pub fn column<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
+    area: &Area<DB>,
     entries: &[Entry],
-) -> Result<(DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>), String> {
+) -> Result<(Area<DB>, Option<Area<DB>>), String> {
     if entries.is_empty() {
         return Ok((area.clone(), None));
     }
