@@ -509,6 +509,132 @@ await check('Watch view: it steps iteration by iteration, and what it draws and 
   assert(watch.errors.length === 0, watch.errors.join(' | '));
   await p.close();
 });
+// A minimal zip writer (deflated entries), for dropping a zipped result folder.
+function zipOf(files) {
+  const locals = [], centrals = [];
+  let offset = 0;
+  for (const { name, data } of files) {
+    const raw = Buffer.from(data), packed = zlib.deflateRawSync(raw), crc = zlib.crc32(raw), n = Buffer.from(name);
+    const head = (sig, extra) => {
+      const b = Buffer.alloc(extra ? 46 : 30);
+      b.writeUInt32LE(sig, 0);
+      let o = 4;
+      if (extra) { b.writeUInt16LE(20, o); o += 2; }
+      b.writeUInt16LE(20, o); b.writeUInt16LE(0, o + 2); b.writeUInt16LE(8, o + 4); b.writeUInt32LE(0, o + 6);
+      b.writeUInt32LE(crc, o + 10); b.writeUInt32LE(packed.length, o + 14); b.writeUInt32LE(raw.length, o + 18);
+      b.writeUInt16LE(n.length, o + 22);
+      if (extra) b.writeUInt32LE(offset, 42);
+      return b;
+    };
+    const local = Buffer.concat([head(0x04034b50, false), n, packed]);
+    centrals.push(Buffer.concat([head(0x02014b50, true), n]));
+    locals.push(local);
+    offset += local.length;
+  }
+  const cd = Buffer.concat(centrals), end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0); end.writeUInt16LE(files.length, 8); end.writeUInt16LE(files.length, 10);
+  end.writeUInt32LE(cd.length, 12); end.writeUInt32LE(offset, 16);
+  return Buffer.concat([...locals, cd, end]);
+}
+// Drops several files at once (text or bytes, base64 across the bridge).
+async function dropMany(p, files) {
+  const dt = await p.evaluateHandle((fs) => {
+    const d = new DataTransfer();
+    for (const f of fs) {
+      const bytes = Uint8Array.from(atob(f.b64), (c) => c.charCodeAt(0));
+      d.items.add(new File([bytes], f.name, { type: f.type }));
+    }
+    return d;
+  }, files.map((f) => ({ name: f.name, type: f.type, b64: Buffer.from(f.data).toString('base64') })));
+  await p.dispatchEvent('#dropzone', 'drop', { dataTransfer: dt });
+}
+await check('an 8-file vLLM sweep is one series, no point under the legend, a report card of every metric', async () => {
+  const cmp = await open(base);
+  const pg = cmp.page;
+  await sweepDone(pg, null);
+  const prev = await pg.evaluate(() => document.documentElement.dataset.sweepDone);
+  await pg.selectOption('#preset', 'vllm-a10g');
+  await sweepDone(pg, prev);
+  const dir = path.join(here, 'fixtures', 'vllm-sweep');
+  const names = fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  assert(names.length === 8, `${names.length} fixture files`);
+  await dropMany(pg, names.map((n) => ({ name: n, type: 'application/json', data: fs.readFileSync(path.join(dir, n)) })));
+  await pg.waitForSelector('#report .card', { timeout: 10000 });
+  const msg = await pg.textContent('#file-msg');
+  assert(/^8 files read into 1 series: measured: vLLM · Qwen2\.5-1\.5B-Instruct · 300 prompts$/.test(msg), msg);
+  await pg.waitForTimeout(300);
+  const drawn = await pg.evaluate(() => {
+    const c = document.getElementById('chart');
+    return { legend: JSON.parse(c.dataset.legendBox), pts: JSON.parse(c.dataset.measuredPx), series: c.dataset.series };
+  });
+  assert(drawn.series === '1', `series drawn: ${drawn.series}`);
+  assert(drawn.legend && drawn.pts.length === 8, JSON.stringify(drawn));
+  const [x0, y0, x1, y1] = drawn.legend;
+  const under = drawn.pts.filter(([x, y]) => x >= x0 && x <= x1 && y >= y0 && y <= y1);
+  assert(under.length === 0, `points under the legend ${JSON.stringify(drawn.legend)}: ${JSON.stringify(under)}`);
+  const cards = await pg.$$eval('#report .card', (c) => c.map((e) => e.dataset.series));
+  assert(cards.length === 1, `cards: ${cards.join(' | ')}`);
+  const metrics = await pg.$$eval('#report .report-card tr.metric-row', (r) => r.map((e) => e.dataset.metric));
+  // What vllm bench serve records: mean/median/p99 TTFT, mean/p99 TPOT, mean E2E, throughput.
+  const want = ['mean_ttft', 'p50_ttft', 'p99_ttft', 'mean_tpot', 'p99_tpot', 'mean_e2e', 'goodput'];
+  assert(JSON.stringify(metrics) === JSON.stringify(want), `rows: ${metrics.join(', ')}`);
+  assert(await pg.$('#report .report-card tr.median-row') !== null, 'no median row');
+  const rates = await pg.$$eval('#report .report-card thead th', (t) => t.map((e) => e.textContent));
+  assert(rates.length === 10 && rates[1] === '0.5 req/s' && rates[8] === '8 req/s', rates.join(', '));
+  const tpot = await pg.textContent('#report tr[data-metric="mean_tpot"] td');
+  assert(/^8\.\d\d ms/.test(tpot), `TPOT cell: ${tpot}`);
+  const verdict = await pg.textContent('#report .verdict');
+  assert(/^Against the run \(vLLM · Qwen2\.5-1\.5B-Instruct · 300 prompts at 8 rates\), the simulation is .* on mean TPOT/.test(verdict), verdict);
+  // The page simulates 120 s of arrivals, not 300 prompts: it says so, and adopts the run's setup.
+  const clash = await pg.textContent('#report .clashes');
+  assert(/the file is 300 prompts per rate; the simulation runs 120 s of arrivals/.test(clash), clash);
+  const before = await pg.evaluate(() => document.documentElement.dataset.sweepDone);
+  await pg.screenshot({ path: path.join(shots, 'report-card.png'), fullPage: true });
+  await pg.click('#report .adopt');
+  await sweepDone(pg, before);
+  const horizon = await pg.inputValue('input[data-key="T"]');
+  assert(horizon === '150', `T after adopting: ${horizon}`);
+  const rateField = await pg.inputValue('input[data-key="rates"]');
+  assert(/^0\.5, ?1, ?1\.5, ?2, ?3, ?4, ?6, ?8$/.test(rateField), rateField);
+  await pg.waitForTimeout(300);
+  await pg.screenshot({ path: path.join(shots, 'report-card-adopted.png'), fullPage: true });
+  await pg.locator('#chart').screenshot({ path: path.join(shots, 'measured-series-chart.png') });
+  // Print-quality exports: SVG with legend and verdict, PNG at twice the pixels.
+  const [svgDl] = await Promise.all([pg.waitForEvent('download'), pg.click('#export-svg')]);
+  const svg = fs.readFileSync(await svgDl.path(), 'utf8');
+  assert(svg.startsWith('<svg') && svg.includes('Qwen2.5-1.5B-Instruct') && svg.includes('Against the run'), svg.slice(0, 200));
+  const [pngDl] = await Promise.all([pg.waitForEvent('download'), pg.click('#export-png')]);
+  const png = fs.readFileSync(await pngDl.path());
+  fs.writeFileSync(path.join(shots, 'export-2x.png'), png);
+  const [w, h] = [png.readUInt32BE(16), png.readUInt32BE(20)];
+  assert(w === 2000 && h === 1200, `PNG ${w}×${h}`);
+  assert(cmp.errors.length === 0, cmp.errors.join(' | '));
+  await pg.close();
+});
+await check('a zipped bench-native validate folder loads every rate, one series per run folder', async () => {
+  const cmp = await open(base);
+  const pg = cmp.page;
+  await sweepDone(pg, null);
+  const root = path.join(here, '..', 'results', 'validate_vllm');
+  const files = [];
+  const walk = (d, rel) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const full = path.join(d, e.name), r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) walk(full, r); else files.push({ name: `validate_vllm/${r}`, data: fs.readFileSync(full) });
+    }
+  };
+  walk(root, '');
+  await dropMany(pg, [{ name: 'validate_vllm.zip', type: 'application/zip', data: zipOf(files) }]);
+  await pg.waitForFunction(() => /series/.test(document.getElementById('file-msg')?.textContent || ''), null, { timeout: 10000 });
+  const msg = await pg.textContent('#file-msg');
+  assert(/^8 files read into 2 series: measured: vLLM 0\.32\.0 · tiny · \d+ prompts · validate_vllm; measured: vLLM 0\.32\.0 · tiny · \d+ prompts · validate_vllm\/repeat-2 \(\d+ other files in the folder skipped\)$/.test(msg), msg);
+  const cards = await pg.$$eval('#report .card', (c) => c.length);
+  assert(cards === 2, `${cards} cards`);
+  await pg.waitForTimeout(300);
+  await pg.screenshot({ path: path.join(shots, 'validate-zip.png'), fullPage: true });
+  assert(cmp.errors.length === 0, cmp.errors.join(' | '));
+  await pg.close();
+});
 await check('reference grid (800 runs) runs in the workers', async () => {
   await page.click('.bench summary');
   // Three runs, each clicked as soon as the last one ends (the first right after a sweep):

@@ -14,6 +14,7 @@
 
 mod cdf;
 mod frame;
+pub mod legend;
 mod load;
 mod palette;
 mod panels;
@@ -25,7 +26,7 @@ mod timeseries;
 
 pub use cdf::draw_cdf;
 pub use frame::Geometry;
-pub use load::{draw_load, LoadChart};
+pub use load::{draw_load, load_svg, LoadChart};
 pub use palette::{palette, MEASURED_COLORS, MODEL_COLORS, SIM, SLO_COLOR};
 pub use panels::{clip_line, draw_panels, panels_hover_text, Corner, Series, XyPanel};
 pub use timeline::{draw_timeline, Span};

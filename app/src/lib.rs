@@ -8,8 +8,14 @@
 //! their experiments), [`watch`] (the animation of a short run: its record, replay and
 //! drawing).
 
+pub mod adopt;
 pub mod chart;
 pub mod curves;
+#[cfg(target_arch = "wasm32")]
+pub mod drop;
+#[cfg(target_arch = "wasm32")]
+pub mod export;
+pub mod format;
 pub mod job;
 pub mod learn;
 #[cfg(target_arch = "wasm32")]
@@ -18,6 +24,9 @@ pub mod measured;
 pub mod metric;
 pub mod params;
 pub mod pool;
+pub mod report;
+#[cfg(target_arch = "wasm32")]
+pub mod report_ui;
 #[cfg(target_arch = "wasm32")]
 pub mod trace_ui;
 #[cfg(target_arch = "wasm32")]

@@ -20,7 +20,10 @@
 //! Every failure is a [`MeasuredError`] whose message says what is wrong with the file.
 
 pub mod check;
+pub mod folder;
 mod request;
+pub mod series;
+pub mod setup;
 mod summary;
 mod table;
 mod vllm;
@@ -31,6 +34,8 @@ mod props;
 mod tests;
 
 pub use check::{Place, Rejected};
+pub use series::{group, MeasuredSeries, SeriesPoint};
+pub use setup::Setup;
 
 use crate::metric::Metric;
 use engine::metrics::MetricsConfig;
@@ -97,6 +102,8 @@ pub struct MeasuredSet {
     pub points: Vec<MeasuredPoint>,
     /// Anything the user should know (rows skipped, configuration filtered, …).
     pub notes: Vec<String>,
+    /// What the file (or the `metadata.json` beside it) says about its benchmark.
+    pub setup: Setup,
 }
 
 /// Why a file could not be used.
@@ -232,8 +239,10 @@ pub fn parse(name: &str, text: &str, ctx: &Context) -> Result<MeasuredSet, Measu
     if body.is_empty() {
         return Err(MeasuredError::Empty);
     }
+    let mut setup = Setup::default();
     let (source, points, notes) = if body.starts_with('{') || body.starts_with('[') {
-        let (p, n) = vllm::parse(body, skipped)?;
+        let ((p, n), s) = vllm::parse(body, skipped)?;
+        setup = s;
         (Source::VllmJson, p, n)
     } else {
         let t = table::Table::read(body, skipped)?;
@@ -268,6 +277,7 @@ pub fn parse(name: &str, text: &str, ctx: &Context) -> Result<MeasuredSet, Measu
         source,
         points,
         notes,
+        setup,
     })
 }
 

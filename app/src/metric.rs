@@ -104,6 +104,38 @@ impl Metric {
         }
     }
 
+    /// The metric's name without its unit ("p99 TTFT"): axes and tables write the unit
+    /// into each value ([`crate::format::value`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::MeanTtft => "mean TTFT",
+            Metric::P50Ttft => "p50 TTFT",
+            Metric::P95Ttft => "p95 TTFT",
+            Metric::P99Ttft => "p99 TTFT",
+            Metric::MeanTpot => "mean TPOT",
+            Metric::P99Tpot => "p99 TPOT",
+            Metric::MeanE2e => "mean E2E latency",
+            Metric::Goodput => "goodput (completed)",
+            Metric::SloGoodput => "SLO goodput",
+            Metric::Blocking => "blocking probability",
+            Metric::Preemptions => "preemptions per request",
+        }
+    }
+
+    /// Whether the metric is a latency [s].
+    pub fn is_latency(self) -> bool {
+        matches!(
+            self,
+            Metric::MeanTtft
+                | Metric::P50Ttft
+                | Metric::P95Ttft
+                | Metric::P99Ttft
+                | Metric::MeanTpot
+                | Metric::P99Tpot
+                | Metric::MeanE2e
+        )
+    }
+
     /// Whether values near zero are the norm (errors then shown as absolute; docs/model.md, Metrics).
     pub fn is_fraction(self) -> bool {
         matches!(self, Metric::Blocking | Metric::Preemptions)

@@ -9,19 +9,20 @@
 
 use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
 use crate::curves::{capacity_at_slo, diagnose, interpolate, to_csv, CurvePoint, PointError};
+use crate::format;
 use crate::job::{
     model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
 };
 use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
-use crate::measured::{self, Context, MeasuredSet};
+use crate::measured::{self, MeasuredSeries, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
 use crate::pool::Pool;
+use crate::report_ui::report_cards;
 use crate::watch::{wants_watch, WatchState};
 use crate::watch_ui::{watch_view, WatchSignals};
 use engine::config::Policy;
-use engine::metrics::MetricsConfig;
 use gloo_timers::callback::Timeout;
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
@@ -29,6 +30,12 @@ use plotters_canvas::CanvasBackend;
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::JsCast;
+
+mod measured_io;
+
+use measured_io::{
+    chart_svg, mark_drawn, report_signals, slo_of, take_dropped, EXPORT_H, EXPORT_W,
+};
 
 /// Which chart is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,16 +84,6 @@ fn now_ms() -> f64 {
 fn set_root_data(key: &str, value: &str) {
     if let Some(el) = document().document_element() {
         let _ = el.set_attribute(&format!("data-{key}"), value);
-    }
-}
-
-fn fmt_val(m: Metric, v: f64) -> String {
-    if m.is_fraction() {
-        format!("{v:.4}")
-    } else if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
     }
 }
 
@@ -146,6 +143,10 @@ struct Ctx {
     models: RwSignal<Option<Models>>,
     detail: RwSignal<Option<Detail>>,
     measured: RwSignal<Vec<MeasuredSet>>,
+    /// The measured files grouped into series (one per run).
+    series: Memo<Vec<MeasuredSeries>>,
+    /// The analytical model the report card shows.
+    report_model: RwSignal<Option<String>>,
     run: RwSignal<RunState>,
     grid: RwSignal<Option<String>>,
     file_msg: RwSignal<Option<(bool, String)>>,
@@ -466,14 +467,8 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                     .map(|m| model_curves(m, p.metric))
                     .unwrap_or_default()
             });
-            let measured = c.measured.get();
-            let slo = match p.metric {
-                Metric::MeanTtft | Metric::P50Ttft | Metric::P95Ttft | Metric::P99Ttft => {
-                    Some(p.slo_ttft_s)
-                }
-                Metric::MeanTpot | Metric::P99Tpot => Some(p.slo_tpot_s),
-                _ => None,
-            };
+            let measured = c.series.get();
+            let slo = slo_of(&p);
             let note = c.swept.get_value().and_then(|s| diagnose(&s, &points));
             let chart = LoadChart {
                 note: note.as_deref(),
@@ -483,8 +478,12 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                 measured: &measured,
                 chosen_rate: Some(p.rate),
                 slo,
+                caption: None,
             };
             let r = draw_load(&root, &chart);
+            if let Ok(g) = &r {
+                mark_drawn(canvas, g, &measured, p.metric);
+            }
             if !points.is_empty() {
                 set_root_data("chart-points", &points.len().to_string());
                 let first = document()
@@ -554,56 +553,6 @@ fn download_text(name: &str, text: &str, mime: &str) {
     // The object URL is revoked when `url` drops, after the click has started the download.
     let url = gloo_file::ObjectUrl::from(gloo_file::Blob::new_with_options(text, Some(mime)));
     download(name, &url);
-}
-
-async fn read_files(c: Ctx, files: web_sys::FileList) {
-    for i in 0..files.length() {
-        let Some(f) = files.get(i) else { continue };
-        let name = f.name();
-        if let Err(e) = measured::check_size(f.size()) {
-            c.file_msg.set(Some((false, format!("{name}: {e}"))));
-            continue;
-        }
-        let text = match gloo_file::futures::read_as_text(&gloo_file::File::from(f)).await {
-            Ok(t) => t,
-            Err(e) => {
-                c.file_msg.set(Some((
-                    false,
-                    format!("{name}: could not read the file ({e})"),
-                )));
-                continue;
-            }
-        };
-        let p = c.params.get_untracked();
-        let ctx = Context {
-            max_batch: p.max_batch,
-            kv_tokens: p.kv_tokens,
-            metrics: MetricsConfig {
-                slo_ttft_s: p.slo_ttft_s,
-                slo_tpot_s: p.slo_tpot_s,
-                ..MetricsConfig::default()
-            },
-        };
-        match measured::parse(&name, &text, &ctx) {
-            Ok(set) => {
-                let n = set.points.len();
-                let mut msg = format!(
-                    "{name}: {} with {n} point{} overlaid",
-                    set.source.label(),
-                    if n == 1 { "" } else { "s" }
-                );
-                for note in &set.notes {
-                    msg.push_str(&format!(" — {note}"));
-                }
-                c.measured.update(|v| {
-                    v.retain(|s| s.name != name);
-                    v.push(set);
-                });
-                c.file_msg.set(Some((true, msg)));
-            }
-            Err(e) => c.file_msg.set(Some((false, format!("{name}: {e}")))),
-        }
-    }
 }
 
 /// A text field labelled as [`params::label`] names it. A value that is not a value of
@@ -768,8 +717,8 @@ fn error_table(c: Ctx) -> impl IntoView {
                         let sim = interpolate(&points, m, mp.rate);
                         let err = sim.map(|s| PointError::of(m, v, s).describe()).unwrap_or_else(|| "outside the swept rates".into());
                         Some(view! {
-                            <tr><td>{name.clone()}</td><td>{measured::fmt_rate(mp.rate)}</td><td>{fmt_val(m, v)}</td>
-                            <td>{sim.map(|s| fmt_val(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
+                            <tr><td>{name.clone()}</td><td>{format::req_per_s(mp.rate)}</td><td>{format::value(m, v)}</td>
+                            <td>{sim.map(|s| format::value(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
                         })
                     })
                     .collect::<Vec<_>>()
@@ -785,7 +734,7 @@ fn error_table(c: Ctx) -> impl IntoView {
         view! {
             <ul class="hint" id="measured-notes">{notes}</ul>
             <table class="errors" id="error-table">
-                <thead><tr><th>"file"</th><th>"λ [req/s]"</th><th>{format!("measured {}", m.label())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
+                <thead><tr><th>"file"</th><th>"λ"</th><th>{format!("measured {}", m.name())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
             <button on:click=move |_| c.measured.set(Vec::new())>"clear measurements"</button>
@@ -829,12 +778,15 @@ pub fn App() -> impl IntoView {
     });
     let (lesson0, lesson_errs) = LessonState::from_query(&search);
     let params = RwSignal::new(initial);
+    let measured = RwSignal::new(Vec::<MeasuredSet>::new());
     let c = Ctx {
         params,
         points: RwSignal::new(Vec::new()),
         models: RwSignal::new(None),
         detail: RwSignal::new(None),
-        measured: RwSignal::new(Vec::new()),
+        measured,
+        series: Memo::new(move |_| measured.with(|v| measured::group(v))),
+        report_model: RwSignal::new(None),
         run: RwSignal::new(RunState::default()),
         grid: RwSignal::new(None),
         file_msg: RwSignal::new(None),
@@ -988,13 +940,15 @@ pub fn App() -> impl IntoView {
                     };
                     let a = pt.get(m);
                     let mut s = format!(
-                        "λ = {} req/s · {}: {} ± {} (simulation, {} seeds)",
-                        pt.rate,
-                        m.label(),
+                        "λ = {} · {}: {} ± {} (simulation, {} seeds)",
+                        format::req_per_s(pt.rate),
+                        m.name(),
                         a.mean
-                            .map(|v| fmt_val(m, v))
+                            .map(|v| format::value(m, v))
                             .unwrap_or_else(|| "no samples".into()),
-                        a.ci95.map(|v| fmt_val(m, v)).unwrap_or_else(|| "—".into()),
+                        a.ci95
+                            .map(|v| format::value(m, v))
+                            .unwrap_or_else(|| "—".into()),
                         a.n
                     );
                     if let Some(models) = c.models.get_untracked() {
@@ -1003,18 +957,40 @@ pub fn App() -> impl IntoView {
                                 (a.0 - pt.rate).abs().total_cmp(&(b.0 - pt.rate).abs())
                             }) {
                                 s.push_str(&format!(
-                                    " · {} at {:.2}: {}",
+                                    " · {} at {}: {}",
                                     mc.name,
-                                    r,
-                                    v.map(|v| fmt_val(m, v))
+                                    format::req_per_s(*r),
+                                    v.map(|v| format::value(m, v))
                                         .unwrap_or_else(|| "unstable".into())
                                 ));
                             }
                         }
                     }
+                    // The measured point nearest the pointer, with the file it came from.
+                    let near = c.series.with_untracked(|series| {
+                        series
+                            .iter()
+                            .flat_map(|se| se.points.iter().map(move |p| (se, p)))
+                            .filter_map(|(se, p)| Some((se, p, p.point.get(m)?.0)))
+                            .min_by(|a, b| {
+                                (a.1.point.rate - xd)
+                                    .abs()
+                                    .total_cmp(&(b.1.point.rate - xd).abs())
+                            })
+                            .map(|(se, p, v)| {
+                                format!(
+                                    " · {} at {}: {} (file {})",
+                                    se.name,
+                                    format::req_per_s(p.point.rate),
+                                    format::value(m, v),
+                                    p.file
+                                )
+                            })
+                    });
+                    s.push_str(&near.unwrap_or_default());
                     s
                 }
-                Tab::Cdf => format!("TTFT = {xd:.3} s"),
+                Tab::Cdf => format!("TTFT = {}", format::latency(xd)),
                 Tab::Time => format!("t = {xd:.2} s"),
                 Tab::Timeline => {
                     let row = g
@@ -1035,9 +1011,27 @@ pub fn App() -> impl IntoView {
     let file_input = NodeRef::<leptos::html::Input>::new();
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
-        if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
-            leptos::task::spawn_local(read_files(c, files));
-        }
+        let Some(dt) = ev.data_transfer() else { return };
+        // Folders come as directory entries, to be taken while the event runs; a folder
+        // also shows up in the file list, as an unreadable file of its name.
+        let dirs: Vec<_> = crate::drop::entries(&dt)
+            .into_iter()
+            .filter(|e| e.is_directory())
+            .collect();
+        let dir_names: Vec<String> = dirs.iter().map(|e| e.name()).collect();
+        let files: Vec<web_sys::File> = dt
+            .files()
+            .map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect())
+            .unwrap_or_default();
+        leptos::task::spawn_local(async move {
+            let mut d = crate::drop::read_entries(dirs).await;
+            let loose = files.into_iter().filter(|f| !dir_names.contains(&f.name()));
+            let more = crate::drop::read_files(loose.collect()).await;
+            d.files.extend(more.files);
+            d.folders.extend(more.folders);
+            d.problems.extend(more.problems);
+            take_dropped(c, d);
+        });
     };
 
     let share_url = move || {
@@ -1107,10 +1101,25 @@ pub fn App() -> impl IntoView {
                    download_text("kvqueue-curves.csv", &to_csv(&c.points.get_untracked(), &named), "text/csv");
                }>"export CSV"</button>
                <button id="export-png" on:click=move |_| {
-                   if let Some(cv) = canvas_of(&canvas) {
+                   if c.tab.get_untracked() == Tab::Load {
+                       match chart_svg(c) {
+                           Ok(svg) => leptos::task::spawn_local(async move {
+                               if let Err(e) = crate::export::save_png_2x("kvqueue-chart.png", &svg, EXPORT_W, EXPORT_H).await {
+                                   c.file_msg.set(Some((false, format!("PNG export failed: {e}"))));
+                               }
+                           }),
+                           Err(e) => c.file_msg.set(Some((false, format!("PNG export failed: {e}")))),
+                       }
+                   } else if let Some(cv) = canvas_of(&canvas) {
                        if let Ok(url) = cv.to_data_url() { download("kvqueue-chart.png", &url); }
                    }
                }>"export PNG"</button>
+               <button id="export-svg" style:display=move || if c.tab.get() == Tab::Load { "" } else { "none" } on:click=move |_| {
+                   match chart_svg(c) {
+                       Ok(svg) => crate::export::save_svg("kvqueue-chart.svg", &svg),
+                       Err(e) => c.file_msg.set(Some((false, format!("SVG export failed: {e}")))),
+                   }
+               }>"export SVG"</button>
            </div>
            {answer(c)}
            <main>
@@ -1251,10 +1260,13 @@ pub fn App() -> impl IntoView {
                    }}
                    <div class="files">
                        <label class="filebtn">"Load measured results… "
-                           <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,text/csv,application/json"
+                           <input type="file" id="file-input" node_ref=file_input multiple accept=".csv,.json,.jsonl,.zip,text/csv,application/json,application/zip"
                                on:change=move |_| {
                                    if let Some(files) = file_input.get_untracked().and_then(|i| i.files()) {
-                                       leptos::task::spawn_local(read_files(c, files));
+                                       let files: Vec<web_sys::File> = (0..files.length()).filter_map(|i| files.get(i)).collect();
+                                       leptos::task::spawn_local(async move {
+                                           take_dropped(c, crate::drop::read_files(files).await);
+                                       });
                                    }
                                } />
                        </label>
@@ -1264,6 +1276,7 @@ pub fn App() -> impl IntoView {
                        {move || c.file_msg.get().map(|(ok, m)| view! { <p id="file-msg" class=if ok { "ok" } else { "error" }>{m}</p> })}
                    </div>
                    {error_table(c)}
+                   {report_cards(report_signals(c))}
                    <details class="bench">
                        <summary>"Benchmark: the reference study's full grid (800 runs)"</summary>
                        <button id="run-grid" on:click=move |_| start_grid(c)>"run 800-run grid"</button>

@@ -1,5 +1,5 @@
-//! What every chart's frame shares: the [`Geometry`] it hands back to the page, the
-//! legend in the house style, and the header line above a chart.
+//! What every chart's frame shares: the [`Geometry`] it hands back to the page and the
+//! header line above a chart (legends: [`super::legend`]).
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -12,6 +12,8 @@ pub struct Geometry {
     pub y_px: (i32, i32),
     pub x: (f64, f64),
     pub y: (f64, f64),
+    /// The legend's box `[x0, y0, x1, y1]` [px], when the chart has a legend.
+    pub legend: Option<[i32; 4]>,
 }
 
 impl Geometry {
@@ -28,6 +30,21 @@ impl Geometry {
             .then(|| self.y.1 - (py - top) / (bottom - top) * (self.y.1 - self.y.0))
     }
 
+    /// The pixel of data point (`x`, `y`) (the inverse of [`Geometry::x_at`] and
+    /// [`Geometry::y_at`]).
+    pub fn px(&self, x: f64, y: f64) -> (f64, f64) {
+        let (a, b) = (self.x_px.0 as f64, self.x_px.1 as f64);
+        let (top, bottom) = (self.y_px.0 as f64, self.y_px.1 as f64);
+        let fx = (x - self.x.0) / (self.x.1 - self.x.0);
+        let fy = (y - self.y.0) / (self.y.1 - self.y.0);
+        (a + fx * (b - a), bottom - fy * (bottom - top))
+    }
+
+    /// The plot area `[x0, y0, x1, y1]` [px].
+    pub fn plot_box(&self) -> [i32; 4] {
+        [self.x_px.0, self.y_px.0, self.x_px.1, self.y_px.1]
+    }
+
     /// The geometry of `chart`, which shows data range `x` × `y`.
     pub(super) fn of<DB: DrawingBackend>(
         chart: &Chart<'_, DB>,
@@ -40,6 +57,7 @@ impl Geometry {
             y_px: (yr.start, yr.end),
             x,
             y,
+            legend: None,
         }
     }
 }
@@ -50,21 +68,6 @@ pub(super) type DrawResult = Result<Geometry, String>;
 /// A backend's (or plotters') error as text.
 pub(super) fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
-}
-
-/// Draws the series legend in the house style (white, light border, 13 px) at `pos`.
-pub(super) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    pos: SeriesLabelPosition,
-) -> Result<(), String> {
-    chart
-        .configure_series_labels()
-        .position(pos)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(err)
 }
 
 /// Height of a [`header`] line [px].

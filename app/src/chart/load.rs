@@ -2,14 +2,15 @@
 //! 95 % CI band, the analytical models' lines, the measured points with error bars, the
 //! SLO line and the chosen rate.
 
-use super::frame::{draw_legend, err, Chart, DrawResult, Geometry};
+use super::frame::{err, Chart, DrawResult, Geometry};
+use super::legend::{self, Entry, Glyph, Shape};
 use super::palette::{MEASURED_COLORS, MODEL_COLORS, SIM, SLO_COLOR};
 use super::scale::nice_max;
 use crate::curves::{CurvePoint, ModelCurve};
-use crate::measured::MeasuredSet;
+use crate::format;
+use crate::measured::MeasuredSeries;
 use crate::metric::Metric;
 use plotters::coord::Shift;
-use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -19,17 +20,24 @@ pub struct LoadChart<'a> {
     pub metric: Metric,
     pub points: &'a [CurvePoint],
     pub models: &'a [ModelCurve],
-    pub measured: &'a [MeasuredSet],
+    /// Measured series, one line and marker shape each.
+    pub measured: &'a [MeasuredSeries],
     /// The chosen rate, marked with a vertical line [req/s].
     pub chosen_rate: Option<f64>,
     /// A horizontal SLO line in the metric's unit.
     pub slo: Option<f64>,
     /// Written across the plot area: why it is empty, say.
     pub note: Option<&'a str>,
+    /// Written under the chart (the report card's verdict, in exports).
+    pub caption: Option<&'a str>,
 }
 
+/// Height of the caption band under an exported chart [px].
+const CAPTION_PX: i32 = 44;
+
 /// Metric vs arrival rate: simulation mean with its 95 % CI band, model lines, measured
-/// points with error bars.
+/// series (a line through each run's points, ±1 sd bars), with the legend in a column
+/// beside the plot, never over the data.
 ///
 /// # Errors
 /// The backend's drawing error, as text.
@@ -38,27 +46,40 @@ pub fn draw_load<DB: DrawingBackend>(
     c: &LoadChart<'_>,
 ) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
+    let (main, below) = match c.caption {
+        Some(_) => {
+            let (m, b) = area.split_vertically(area.dim_in_pixel().1 as i32 - CAPTION_PX);
+            (m, Some(b))
+        }
+        None => (area.clone(), None),
+    };
     let (x, y) = ranges(c);
-    let mut chart = ChartBuilder::on(area)
+    let entries = entries(c, y);
+    let (plot, side) = legend::column(&main, &entries)?;
+    let metric = c.metric;
+    let y_fmt = move |v: &f64| format::tick(metric, *v);
+    let x_fmt = |v: &f64| format::sig3(*v);
+    let mut chart = ChartBuilder::on(&plot)
         .margin(12)
         .x_label_area_size(42)
-        .y_label_area_size(64)
+        .y_label_area_size(70)
         .build_cartesian_2d(x.0..x.1, y.0..y.1)
         .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("arrival rate λ [req/s]")
-        .y_desc(c.metric.label())
+        .y_desc(c.metric.name())
+        .y_label_formatter(&y_fmt)
+        .x_label_formatter(&x_fmt)
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
-    // Whether any series has a legend entry (else no empty legend box is drawn).
-    let mut labelled = draw_simulation(&mut chart, c, y)?;
-    labelled |= draw_models(&mut chart, c.models, y)?;
-    labelled |= draw_measured(&mut chart, c)?;
-    labelled |= draw_slo(&mut chart, c, x, y)?;
+    draw_simulation(&mut chart, c, y)?;
+    draw_models(&mut chart, c.models, y)?;
+    draw_measured(&mut chart, c)?;
+    draw_slo(&mut chart, c, x, y)?;
     if let Some(r) = c.chosen_rate {
         chart
             .draw_series(std::iter::once(PathElement::new(
@@ -80,11 +101,104 @@ pub fn draw_load<DB: DrawingBackend>(
             )))
             .map_err(err)?;
     }
-    if labelled {
-        draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    let mut geo = Geometry::of(&chart, x, y);
+    if let Some(side) = side {
+        geo.legend = Some(legend::draw_column(&side, &entries, geo.y_px.0)?);
+    }
+    if let (Some(text), Some(b)) = (c.caption, below) {
+        draw_caption(&b, text)?;
     }
     area.present().map_err(err)?;
-    Ok(Geometry::of(&chart, x, y))
+    Ok(geo)
+}
+
+/// The chart as an SVG document of `size` px, for print-quality exports.
+///
+/// # Errors
+/// The backend's drawing error, as text.
+pub fn load_svg(c: &LoadChart<'_>, size: (u32, u32)) -> Result<String, String> {
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, size).into_drawing_area();
+        draw_load(&root, c)?;
+    }
+    Ok(s)
+}
+
+/// The verdict under an exported chart, wrapped to two lines at most.
+fn draw_caption<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+) -> Result<(), String> {
+    let font = ("sans-serif", 14).into_font().color(&RGBColor(29, 36, 48));
+    let max = area.dim_in_pixel().0.saturating_sub(24);
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in text.split(' ') {
+        let cur = lines.last_mut().expect("non-empty");
+        let cand = if cur.is_empty() {
+            word.to_string()
+        } else {
+            format!("{cur} {word}")
+        };
+        if !cur.is_empty() && area.estimate_text_size(&cand, &font).map_err(err)?.0 > max {
+            lines.push(word.to_string());
+        } else {
+            *cur = cand;
+        }
+    }
+    for (i, l) in lines.iter().take(2).enumerate() {
+        area.draw_text(l, &font, (12, 4 + 18 * i as i32))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The legend: the simulation, each model, each measured series, the SLO — in groups.
+fn entries(c: &LoadChart<'_>, y: (f64, f64)) -> Vec<Entry> {
+    let m = c.metric;
+    let mut v = Vec::new();
+    if c.points.iter().any(|p| p.get(m).mean.is_some()) {
+        v.push(Entry {
+            group: "simulation",
+            label: "mean, 95 % CI band".into(),
+            glyph: Glyph::Band(SIM),
+        });
+    }
+    for mc in c.models {
+        if mc.points.iter().any(|(_, v)| v.is_some_and(f64::is_finite)) {
+            v.push(Entry {
+                group: "models",
+                label: mc.name.clone(),
+                glyph: Glyph::Line {
+                    col: MODEL_COLORS[mc.slot % MODEL_COLORS.len()],
+                    dashed: false,
+                },
+            });
+        }
+    }
+    for (i, s) in c.measured.iter().enumerate() {
+        if s.points.iter().any(|p| p.point.get(m).is_some()) {
+            v.push(Entry {
+                group: "measured",
+                label: s.name.trim_start_matches("measured: ").to_string(),
+                glyph: Glyph::Marker {
+                    shape: Shape::nth(i),
+                    col: MEASURED_COLORS[i % MEASURED_COLORS.len()],
+                },
+            });
+        }
+    }
+    if let Some(slo) = c.slo.filter(|s| *s < y.1) {
+        v.push(Entry {
+            group: "target",
+            label: format!("SLO: {} ≤ {}", m.name(), format::value(m, slo)),
+            glyph: Glyph::Line {
+                col: SLO_COLOR,
+                dashed: true,
+            },
+        });
+    }
+    v
 }
 
 /// The data ranges (x, y) of the chart.
@@ -104,7 +218,7 @@ fn ranges(c: &LoadChart<'_>) -> ((f64, f64), (f64, f64)) {
         }
     }
     for s in c.measured {
-        for p in &s.points {
+        for p in s.points.iter().map(|p| &p.point) {
             xmax = xmax.max(p.rate);
             if let Some((v, sd)) = p.get(m) {
                 ymax = ymax.max(v + sd.unwrap_or(0.0));
@@ -135,12 +249,12 @@ fn ranges(c: &LoadChart<'_>) -> ((f64, f64), (f64, f64)) {
     ((0.0, nice_max(xmax)), (0.0, nice_max(ymax)))
 }
 
-/// The simulation: CI band, mean line, points. True if it drew a legend entry.
+/// The simulation: CI band, mean line, points.
 fn draw_simulation<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     c: &LoadChart<'_>,
     y: (f64, f64),
-) -> Result<bool, String> {
+) -> Result<(), String> {
     let m = c.metric;
     let sim: Vec<(f64, f64, f64)> = c
         .points
@@ -152,7 +266,7 @@ fn draw_simulation<'a, DB: DrawingBackend + 'a>(
         })
         .collect();
     if sim.is_empty() {
-        return Ok(false);
+        return Ok(());
     }
     let mut band: Vec<(f64, f64)> = sim.iter().map(|&(r, v, h)| (r, (v + h).min(y.1))).collect();
     band.extend(sim.iter().rev().map(|&(r, v, h)| (r, (v - h).max(0.0))));
@@ -164,26 +278,22 @@ fn draw_simulation<'a, DB: DrawingBackend + 'a>(
             sim.iter().map(|&(r, v, _)| (r, v)),
             SIM.stroke_width(2),
         ))
-        .map_err(err)?
-        .label("simulation (mean, 95 % CI band)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], SIM.stroke_width(2)));
+        .map_err(err)?;
     chart
         .draw_series(
             sim.iter()
                 .map(|&(r, v, _)| Circle::new((r, v), 3, SIM.filled())),
         )
         .map_err(err)?;
-    Ok(true)
+    Ok(())
 }
 
-/// The models' lines, broken where a model has no value (unstable regime). True if any
-/// drew a legend entry.
+/// The models' lines, broken where a model has no value (unstable regime).
 fn draw_models<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     models: &[ModelCurve],
     y: (f64, f64),
-) -> Result<bool, String> {
-    let mut labelled = false;
+) -> Result<(), String> {
     for mc in models {
         let col = MODEL_COLORS[mc.slot % MODEL_COLORS.len()];
         let mut segs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
@@ -195,40 +305,37 @@ fn draw_models<'a, DB: DrawingBackend + 'a>(
                 _ => segs.push(Vec::new()),
             }
         }
-        let mut first = true;
         for seg in segs.into_iter().filter(|s| !s.is_empty()) {
-            let s = chart
+            chart
                 .draw_series(LineSeries::new(seg, col.stroke_width(2)))
                 .map_err(err)?;
-            if first {
-                s.label(mc.name.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
-                });
-                first = false;
-                labelled = true;
-            }
         }
     }
-    Ok(labelled)
+    Ok(())
 }
 
-/// The measured sets: crosses with ±1 sd bars. True if any set had a point.
+/// The measured series: a thin line through each run's points, ±1 sd bars, and the
+/// series' own marker shape and colour.
 fn draw_measured<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     c: &LoadChart<'_>,
-) -> Result<bool, String> {
-    let mut labelled = false;
+) -> Result<(), String> {
     for (i, set) in c.measured.iter().enumerate() {
         let col = MEASURED_COLORS[i % MEASURED_COLORS.len()];
+        let shape = Shape::nth(i);
         let pts: Vec<(f64, f64, Option<f64>)> = set
             .points
             .iter()
-            .filter_map(|p| p.get(c.metric).map(|(v, sd)| (p.rate, v, sd)))
+            .filter_map(|p| p.point.get(c.metric).map(|(v, sd)| (p.point.rate, v, sd)))
             .collect();
-        if pts.is_empty() {
-            continue;
+        if pts.len() > 1 {
+            chart
+                .draw_series(LineSeries::new(
+                    pts.iter().map(|&(r, v, _)| (r, v)),
+                    col.mix(0.8).stroke_width(1),
+                ))
+                .map_err(err)?;
         }
-        labelled = true;
         chart
             .draw_series(pts.iter().filter_map(|&(r, v, sd)| {
                 sd.map(|sd| {
@@ -239,28 +346,44 @@ fn draw_measured<'a, DB: DrawingBackend + 'a>(
                 })
             }))
             .map_err(err)?;
-        chart
-            .draw_series(
-                pts.iter()
-                    .map(|&(r, v, _)| Cross::new((r, v), 6, col.stroke_width(3))),
-            )
-            .map_err(err)?
-            .label(format!("measured: {}", set.name))
-            .legend(move |(x, y)| Cross::new((x + 9, y), 5, col.stroke_width(3)));
+        match shape.outline(4) {
+            Some(o) => {
+                chart
+                    .draw_series(pts.iter().map(|&(r, v, _)| {
+                        EmptyElement::at((r, v)) + Polygon::new(o.clone(), col.filled())
+                    }))
+                    .map_err(err)?;
+            }
+            None if shape == Shape::Cross => {
+                chart
+                    .draw_series(
+                        pts.iter()
+                            .map(|&(r, v, _)| Cross::new((r, v), 6, col.stroke_width(3))),
+                    )
+                    .map_err(err)?;
+            }
+            None => {
+                chart
+                    .draw_series(
+                        pts.iter()
+                            .map(|&(r, v, _)| Circle::new((r, v), 5, col.stroke_width(2))),
+                    )
+                    .map_err(err)?;
+            }
+        }
     }
-    Ok(labelled)
+    Ok(())
 }
 
 /// The SLO line with its value written at the right end, when it is inside the chart.
-/// True if it drew it.
 fn draw_slo<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     c: &LoadChart<'_>,
     x: (f64, f64),
     y: (f64, f64),
-) -> Result<bool, String> {
+) -> Result<(), String> {
     let Some(slo) = c.slo.filter(|s| *s < y.1) else {
-        return Ok(false);
+        return Ok(());
     };
     chart
         .draw_series(DashedLineSeries::new(
@@ -269,30 +392,26 @@ fn draw_slo<'a, DB: DrawingBackend + 'a>(
             5,
             SLO_COLOR.stroke_width(2),
         ))
-        .map_err(err)?
-        .label(format!("SLO ({} ≤ {slo})", c.metric.label()))
-        .legend(|(x, y)| {
-            DashedPathElement::new([(x, y), (x + 18, y)], 5, 3, SLO_COLOR.stroke_width(2))
-        });
+        .map_err(err)?;
     let style = ("sans-serif", 13)
         .into_font()
         .color(&SLO_COLOR)
         .pos(Pos::new(HPos::Right, VPos::Bottom));
     chart
         .draw_series(std::iter::once(Text::new(
-            format!("SLO {slo} "),
+            format!("SLO {} ", format::value(c.metric, slo)),
             (x.1, slo),
             style,
         )))
         .map_err(err)?;
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testing::{svg, texts};
     use super::*;
-    use crate::measured::{MeasuredPoint, Source};
+    use crate::measured::{group, MeasuredPoint, MeasuredSet, Setup, Source};
     use engine::metrics::Aggregate;
 
     fn curve() -> Vec<CurvePoint> {
@@ -327,12 +446,13 @@ mod tests {
             values: vec![None; Metric::N],
         };
         mp.values[Metric::P99Ttft.index()] = Some((0.27, Some(0.02)));
-        let measured = vec![MeasuredSet {
+        let measured = group(&[MeasuredSet {
             name: "run.csv".into(),
             source: Source::SummaryCsv,
             points: vec![mp],
             notes: vec![],
-        }];
+            setup: Setup::default(),
+        }]);
         let chart = LoadChart {
             metric: Metric::P99Ttft,
             points: &pts,
@@ -341,6 +461,7 @@ mod tests {
             chosen_rate: Some(2.0),
             slo: Some(0.35),
             note: None,
+            caption: None,
         };
         let mut geo = Geometry::default();
         let s = svg(|root| geo = draw_load(root, &chart).unwrap());
@@ -350,11 +471,27 @@ mod tests {
             4,
             "one marker per simulated rate"
         );
-        assert!(s.contains("simulation (mean, 95 % CI band)"));
-        assert!(s.contains("M/M/c") && s.contains("measured: run.csv") && s.contains("SLO"));
+        let t = texts(&s);
+        for want in [
+            "simulation",
+            "mean, 95 % CI band",
+            "models",
+            "M/M/c",
+            "measured",
+            "run.csv",
+            "target",
+        ] {
+            assert!(t.iter().any(|x| x == want), "{want} missing from {t:?}");
+        }
         assert!(
             s.matches("<polyline").count() >= 4,
             "sim line, two model segments, legend, SLO"
+        );
+        // The legend sits beside the plot, not over it.
+        let lb = geo.legend.expect("a legend");
+        assert!(
+            lb[0] >= geo.x_px.1,
+            "legend {lb:?} overlaps the plot {geo:?}"
         );
         assert!(geo.x_px.1 > geo.x_px.0 && geo.x.1 >= 4.0);
         let mid = (geo.x_px.0 + geo.x_px.1) as f64 / 2.0;
@@ -384,8 +521,12 @@ mod tests {
             s.matches(&dark).count()
         );
         let t = texts(&s);
-        assert!(t.iter().any(|x| x.contains("SLO 0.35")), "{t:?}");
-        assert!(t.iter().any(|x| x.contains("SLO (p99 TTFT")), "{t:?}");
+        assert!(t.iter().any(|x| x.contains("SLO 350 ms")), "{t:?}");
+        assert!(
+            t.iter().any(|x| x.contains("SLO: p99 TTFT ≤ 350 ms")),
+            "{t:?}"
+        );
+        assert!(t.iter().any(|x| x == "400 ms"), "ticks in ms: {t:?}");
     }
 
     #[test]
@@ -426,5 +567,86 @@ mod tests {
         });
         assert!(s.contains("arrival rate"));
         assert!(!s.contains("<circle"));
+    }
+
+    /// A sweep of `n` files, one rate each, as `vllm bench serve` would record them.
+    fn sweep(n: usize, prompts: u64) -> Vec<MeasuredSet> {
+        (0..n)
+            .map(|i| {
+                let rate = 0.5 * (i + 1) as f64;
+                let mut p = MeasuredPoint {
+                    rate,
+                    values: vec![None; Metric::N],
+                };
+                p.values[Metric::P99Ttft.index()] = Some((0.05 + 0.08 * rate, None));
+                MeasuredSet {
+                    name: format!("vllm_rate_{rate}.json"),
+                    source: Source::VllmJson,
+                    points: vec![p],
+                    notes: vec![],
+                    setup: Setup {
+                        server: Some("vLLM".into()),
+                        model: Some("Qwen/Qwen2.5-1.5B".into()),
+                        prompts: Some(prompts),
+                        rate: Some(rate),
+                        ..Setup::default()
+                    },
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_sweep_of_files_is_one_line_with_one_legend_entry_and_no_point_under_the_legend() {
+        let mut files = sweep(8, 300);
+        files.extend(sweep(4, 100));
+        let series = group(&files);
+        assert_eq!(series.len(), 2);
+        let pts = curve();
+        let chart = LoadChart {
+            metric: Metric::P99Ttft,
+            points: &pts,
+            measured: &series,
+            ..LoadChart::default()
+        };
+        let mut geo = Geometry::default();
+        let s = svg(|root| geo = draw_load(root, &chart).unwrap());
+        let t = texts(&s);
+        let entries: Vec<&String> = t.iter().filter(|x| x.contains("prompts")).collect();
+        assert_eq!(entries.len(), 2, "one entry per series: {t:?}");
+        assert!(
+            t.iter().all(|x| !x.contains(".json")),
+            "no file names: {t:?}"
+        );
+        // The second series has its own marker: squares, drawn as polygons.
+        assert!(s.matches("<polygon").count() > 4, "band + 4 squares");
+        let lb = geo.legend.expect("a legend");
+        for f in &files {
+            let p = &f.points[0];
+            let (px, py) = geo.px(p.rate, p.get(Metric::P99Ttft).unwrap().0);
+            let inside = (lb[0] as f64..=lb[2] as f64).contains(&px)
+                && (lb[1] as f64..=lb[3] as f64).contains(&py);
+            assert!(!inside, "({px}, {py}) under the legend {lb:?}");
+        }
+    }
+
+    #[test]
+    fn an_export_caption_is_written_under_the_chart() {
+        let pts = curve();
+        let chart = LoadChart {
+            metric: Metric::P99Ttft,
+            points: &pts,
+            caption: Some("The simulation is within 3 % of the run on mean TPOT."),
+            ..LoadChart::default()
+        };
+        let mut geo = Geometry::default();
+        let s = svg(|root| geo = draw_load(root, &chart).unwrap());
+        assert!(texts(&s)
+            .iter()
+            .any(|x| x.starts_with("The simulation is within")));
+        assert!(
+            geo.y_px.1 < 480 - 44,
+            "the plot ends above the caption: {geo:?}"
+        );
     }
 }

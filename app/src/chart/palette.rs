@@ -1,25 +1,30 @@
 //! The colours of the charts: the simulation's blue, one colour per analytical model, one
-//! per measured set, and the dark SLO lines; [`palette`] numbers them for the lessons.
+//! per measured series, and the dark SLO lines; [`palette`] numbers them for the lessons.
+//!
+//! The colours are Okabe and Ito's colour-blind-safe set (and Tol's wine and indigo for
+//! the measured series beyond it), so the lines stay apart for readers with any of the
+//! common colour-vision deficiencies; measured series differ in marker shape as well.
 
 use plotters::style::RGBColor;
 
 /// The simulation's colour.
-pub const SIM: RGBColor = RGBColor(31, 119, 180);
+pub const SIM: RGBColor = RGBColor(0, 114, 178);
 
 /// The analytical models' colours (a model keeps its slot whether or not others show).
 pub const MODEL_COLORS: [RGBColor; 5] = [
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(153, 136, 34),
 ];
 
-/// The measured sets' colours, in the order the files were dropped.
-pub const MEASURED_COLORS: [RGBColor; 3] = [
-    RGBColor(214, 39, 40),
-    RGBColor(23, 190, 207),
-    RGBColor(188, 189, 34),
+/// The measured series' colours, in the order the files were dropped.
+pub const MEASURED_COLORS: [RGBColor; 4] = [
+    RGBColor(213, 94, 0),
+    RGBColor(0, 0, 0),
+    RGBColor(136, 34, 85),
+    RGBColor(51, 34, 136),
 ];
 
 /// The SLO lines: dark and dashed, unlike the light solid gridlines.

@@ -1,7 +1,8 @@
 //! Plain x–y panels, the lessons' charts: series of lines and dots, labelled vertical
 //! and horizontal lines, an optional log₂ x axis, several panels stacked on one canvas.
 
-use super::frame::{draw_legend, err, Chart, DrawResult, Geometry};
+use super::frame::{err, Chart, DrawResult, Geometry};
+use super::legend::{self, Entry, Glyph};
 use super::palette::palette;
 use super::scale::nice_max;
 use plotters::coord::Shift;
@@ -196,15 +197,161 @@ fn tick(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &XyPanel) -> DrawResult {
-    let (x0, x1) = p.x_range();
-    let y = p.y_range();
-    let mut chart = ChartBuilder::on(area)
+/// The empty frame of a panel on `area`: axes for `x` × `y`.
+fn frame<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    x: (f64, f64),
+    y: (f64, f64),
+) -> Result<Chart<'a, DB>, String> {
+    ChartBuilder::on(area)
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, y.0..y.1)
-        .map_err(err)?;
+        .build_cartesian_2d(x.0..x.1, y.0..y.1)
+        .map_err(err)
+}
+
+/// The group a series' colour puts it in (see [`palette`]).
+fn group_of(color: u8) -> &'static str {
+    match color {
+        0 => "simulation",
+        1..=5 => "models",
+        _ => "measured",
+    }
+}
+
+/// The panel's legend: its series grouped by kind, then its horizontal lines.
+fn entries(p: &XyPanel) -> Vec<Entry> {
+    let mut series: Vec<&Series> = p.series.iter().filter(|s| !s.points.is_empty()).collect();
+    // Grouped: simulation first, then the models, then measured (stable within a group).
+    series.sort_by_key(|s| match group_of(s.color) {
+        "simulation" => 0,
+        "models" => 1,
+        _ => 2,
+    });
+    let mut v: Vec<Entry> = series
+        .into_iter()
+        .map(|s| Entry {
+            group: group_of(s.color),
+            label: s.name.clone(),
+            glyph: if s.line {
+                Glyph::Line {
+                    col: palette(s.color),
+                    dashed: false,
+                }
+            } else {
+                Glyph::Marker {
+                    shape: legend::Shape::Circle,
+                    col: palette(s.color),
+                }
+            },
+        })
+        .collect();
+    v.extend(p.hlines.iter().map(|(label, _)| Entry {
+        group: "reference lines",
+        label: label.clone(),
+        glyph: Glyph::Line {
+            col: RULE,
+            dashed: false,
+        },
+    }));
+    v
+}
+
+/// The grey of the labelled vertical and horizontal lines.
+const RULE: RGBColor = RGBColor(110, 110, 110);
+
+/// The pixels a panel's data are drawn at on `chart`: every point, every line, every
+/// labelled rule and the label at the top of each vertical one.
+fn drawn_pixels<DB: DrawingBackend>(
+    chart: &Chart<'_, DB>,
+    p: &XyPanel,
+    (x0, x1): (f64, f64),
+    y: (f64, f64),
+) -> Vec<(i32, i32)> {
+    let mut out = Vec::new();
+    for s in &p.series {
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|&(a, b)| (p.tx(a), b))
+            .filter(|(a, b)| a.is_finite() && b.is_finite())
+            .collect();
+        if s.line {
+            for piece in clip_line(&pts, y.1) {
+                let px: Vec<(i32, i32)> = piece.iter().map(|q| chart.backend_coord(q)).collect();
+                out.extend(legend::trace(&px, 4.0));
+            }
+        }
+        out.extend(
+            pts.iter()
+                .filter(|q| q.1 <= y.1)
+                .map(|q| chart.backend_coord(q)),
+        );
+    }
+    for (label, v) in &p.vlines {
+        let v = p.tx(*v);
+        if v < x0 || v > x1 {
+            continue;
+        }
+        let top = chart.backend_coord(&(v, y.1));
+        out.extend(legend::trace(&[top, chart.backend_coord(&(v, y.0))], 4.0));
+        // The label runs about 7 px per character from its line, into the plot.
+        let w = 7 * (label.chars().count() as i32 + 2);
+        let dir = if v > x0 + 0.5 * (x1 - x0) { -1 } else { 1 };
+        out.extend(legend::trace(
+            &[(top.0, top.1 + 8), (top.0 + dir * w, top.1 + 8)],
+            4.0,
+        ));
+    }
+    for (_, h) in &p.hlines {
+        if *h <= y.1 {
+            out.extend(legend::trace(
+                &[
+                    chart.backend_coord(&(x0, *h)),
+                    chart.backend_coord(&(x1, *h)),
+                ],
+                4.0,
+            ));
+        }
+    }
+    out
+}
+
+/// The corners to try, the panel's preferred one first.
+fn corners(c: Corner) -> [usize; 4] {
+    match c {
+        Corner::UpperLeft => [0, 1, 2, 3],
+        Corner::UpperRight => [1, 0, 2, 3],
+        Corner::LowerRight => [2, 1, 0, 3],
+    }
+}
+
+/// One panel; the legend goes in a corner no point, line or label of the panel passes
+/// through (the panel's preferred corner first), else in a column beside it.
+fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &XyPanel) -> DrawResult {
+    let (x0, x1) = p.x_range();
+    let y = p.y_range();
+    let entries = entries(p);
+    let corner = if entries.is_empty() {
+        None
+    } else {
+        let probe = frame(area, (x0, x1), y)?;
+        let drawn = drawn_pixels(&probe, p, (x0, x1), y);
+        let (xr, yr) = probe.plotting_area().get_pixel_range();
+        let size = legend::size(area, &entries, legend::COLUMN_TEXT)?;
+        legend::clear_corner(
+            [xr.start, yr.start, xr.end, yr.end],
+            size,
+            &drawn,
+            &corners(p.legend),
+        )
+    };
+    let (plot, side) = match corner {
+        Some(_) => (area.clone(), None),
+        None => legend::column(area, &entries)?,
+    };
+    let mut chart = frame(&plot, (x0, x1), y)?;
     let log2 = p.x_log2;
     let fmt_x = move |v: &f64| {
         if log2 {
@@ -239,18 +386,16 @@ fn draw_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &XyPanel) ->
         draw_series(&mut chart, p, s, y.1)?;
     }
     draw_rules(&mut chart, p, (x0, x1), y)?;
-    draw_legend(
-        &mut chart,
-        match p.legend {
-            Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
-            Corner::UpperRight => SeriesLabelPosition::UpperRight,
-            Corner::LowerRight => SeriesLabelPosition::LowerRight,
-        },
-    )?;
-    Ok(Geometry::of(&chart, (x0, x1), y))
+    let mut geo = Geometry::of(&chart, (x0, x1), y);
+    geo.legend = match (corner, side) {
+        (Some(at), _) => Some(legend::draw(area, &entries, at, legend::COLUMN_TEXT)?),
+        (None, Some(side)) => Some(legend::draw_column(&side, &entries, geo.y_px.0)?),
+        (None, None) => None,
+    };
+    Ok(geo)
 }
 
-/// One series: its line clipped at the top `ymax`, its dots below it, one legend entry.
+/// One series: its line clipped at the top `ymax`, its dots below it.
 fn draw_series<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     p: &XyPanel,
@@ -267,45 +412,34 @@ fn draw_series<'a, DB: DrawingBackend + 'a>(
     if pts.is_empty() {
         return Ok(());
     }
-    let mut labelled = false;
     if s.line {
         for piece in clip_line(&pts, ymax) {
-            let drawn = chart
+            chart
                 .draw_series(LineSeries::new(piece, col.stroke_width(2)))
                 .map_err(err)?;
-            if !labelled {
-                drawn.label(s.name.clone()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
-                });
-                labelled = true;
-            }
         }
     }
     if s.dots {
-        let d = chart
+        chart
             .draw_series(
                 pts.iter()
                     .filter(|(_, b)| *b <= ymax)
                     .map(|&(a, b)| Circle::new((a, b), 4, col.filled())),
             )
             .map_err(err)?;
-        if !labelled {
-            d.label(s.name.clone())
-                .legend(move |(x, y)| Circle::new((x + 9, y), 4, col.filled()));
-        }
     }
     Ok(())
 }
 
 /// The labelled vertical lines (label at the top) and horizontal lines (label in the
-/// legend) that fall inside the chart's range `x` × `y`.
+/// legend, [`entries`]) that fall inside the chart's range `x` × `y`.
 fn draw_rules<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     p: &XyPanel,
     (x0, x1): (f64, f64),
     y: (f64, f64),
 ) -> Result<(), String> {
-    let grey = RGBColor(110, 110, 110);
+    let grey = RULE;
     for (label, v) in &p.vlines {
         let v = p.tx(*v);
         if v < x0 || v > x1 {
@@ -333,7 +467,7 @@ fn draw_rules<'a, DB: DrawingBackend + 'a>(
             )))
             .map_err(err)?;
     }
-    for (label, h) in &p.hlines {
+    for (_, h) in &p.hlines {
         if *h > y.1 {
             continue;
         }
@@ -342,9 +476,7 @@ fn draw_rules<'a, DB: DrawingBackend + 'a>(
                 vec![(x0, *h), (x1, *h)],
                 grey.stroke_width(1),
             )))
-            .map_err(err)?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], grey));
+            .map_err(err)?;
     }
     Ok(())
 }
@@ -399,6 +531,20 @@ mod tests {
         for want in [" B = 8 ", "goal\n", "\n64\n", "\n8\n"] {
             assert!(s.contains(want), "{want} missing from {s}");
         }
+        // Grouped legend entries, and no drawn point under the legend.
+        let t = super::super::testing::texts(&s);
+        for want in ["simulation", "models", "reference lines"] {
+            assert!(t.iter().any(|x| x == want), "{want} missing from {t:?}");
+        }
+        let lb = g.legend.expect("a legend");
+        for &(x, y) in &p.series[0].points {
+            let (px, py) = g.px(x.log2(), y);
+            assert!(
+                !((lb[0] as f64..=lb[2] as f64).contains(&px)
+                    && (lb[1] as f64..=lb[3] as f64).contains(&py)),
+                "({px}, {py}) under {lb:?}"
+            );
+        }
         assert!(g.y.1 < 200.0, "the cap holds the axis: {g:?}");
         assert!(g.x.0 < 0.0 && g.x.1 > 6.0, "log2 axis: {g:?}");
         let mid = (g.y_px.0 + g.y_px.1) as f64 / 2.0;
@@ -407,5 +553,40 @@ mod tests {
             panels_hover_text(std::slice::from_ref(&p), 2.5),
             "sim at 8: 60 · model at 1: 12"
         );
+    }
+
+    /// Every lesson's panels, drawn as the Learn view draws them: no point and no line of
+    /// a panel passes under its legend.
+    #[test]
+    fn no_lesson_panel_hides_data_under_its_legend() {
+        use crate::learn::{run, Lesson, LessonState};
+        for lesson in Lesson::ALL {
+            let out = run(&LessonState::new(lesson)).unwrap();
+            let n = out.panels.len().max(1) as u32;
+            let mut s = String::new();
+            // The Learn view's canvas: 900 px wide, 430 px for one panel, 620 for more.
+            let h = if n > 1 { 620 } else { 430 };
+            let root = SVGBackend::with_string(&mut s, (900, h)).into_drawing_area();
+            for (p, a) in out
+                .panels
+                .iter()
+                .zip(root.split_evenly((n as usize, 1)).iter())
+            {
+                let g = draw_panel(a, p).unwrap();
+                let Some(lb) = g.legend else { continue };
+                if lb[0] >= g.x_px.1 {
+                    // In a column beside the plot.
+                    continue;
+                }
+                let probe = frame(a, g.x, g.y).unwrap();
+                for (x, y) in drawn_pixels(&probe, p, g.x, g.y) {
+                    assert!(
+                        !legend::inside(lb, (x, y), 0),
+                        "{lesson:?}: ({x}, {y}) under the legend {lb:?} of '{}'",
+                        p.y_desc
+                    );
+                }
+            }
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The request timeline of a short run: one row per request, its waiting, prefill and
 //! decode phases, rejected requests crossed.
 
-use super::frame::{draw_legend, err, header, DrawResult, Geometry, HEADER_PX};
+use super::frame::{err, header, DrawResult, Geometry, HEADER_PX};
+use super::legend::{self, Entry, Glyph};
 use super::palette::{MEASURED_COLORS, MODEL_COLORS, SIM};
 use super::scale::{count_label, nice_max};
 use plotters::coord::Shift;
@@ -97,7 +98,45 @@ pub fn draw_timeline<DB: DrawingBackend>(
     area.fill(&WHITE).map_err(err)?;
     let (head, area) = area.split_vertically(HEADER_PX);
     header(&head, caption, &[])?;
-    let area = &area;
+    let wait = RGBColor(190, 190, 190);
+    let pre = MODEL_COLORS[0];
+    let dec = SIM;
+    let rej = MEASURED_COLORS[0];
+    let any_admitted = spans.iter().any(|s| s.admitted.is_some());
+    let any_merged = spans
+        .iter()
+        .any(|s| s.admitted.is_none() && !s.rejected && s.first_token.is_some());
+    let pre_label = match (any_admitted, first_token_after_decode) {
+        (true, false) => "prefill (admitted → first token)",
+        (true, true) => "prefill + 1st decode step (reference rules: token 1 after it)",
+        (false, _) => "waiting + prefill (until first token)",
+    };
+    // The legend, in a column beside the rows (the rows fill the plot).
+    let entry = |label: &str, glyph| Entry {
+        group: "phases",
+        label: label.to_string(),
+        glyph,
+    };
+    let mut entries = Vec::new();
+    if any_admitted {
+        entries.push(entry("waiting (arrival → admitted)", Glyph::Block(wait)));
+    }
+    entries.push(entry(pre_label, Glyph::Block(pre)));
+    if any_admitted && any_merged {
+        // Measured requests mixed in have no admission time: say so.
+        entries.push(entry(
+            "(no admission time recorded: waiting included)",
+            Glyph::Block(RGBColor(
+                255 - (255 - pre.0) * 2 / 5,
+                255 - (255 - pre.1) * 2 / 5,
+                255 - (255 - pre.2) * 2 / 5,
+            )),
+        ));
+    }
+    entries.push(entry("decode (first token → finish)", Glyph::Block(dec)));
+    entries.push(entry("rejected (at arrival)", Glyph::Cross(rej)));
+    let (plot, side) = legend::column(&area, &entries)?;
+    let area = &plot;
     let tmax = nice_max(
         spans
             .iter()
@@ -124,15 +163,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
-    let wait = RGBColor(190, 190, 190);
-    let pre = MODEL_COLORS[0];
-    let dec = SIM;
-    let rej = MEASURED_COLORS[0];
     let row = |i: usize| (i as f64 + 0.1, i as f64 + 0.9);
-    let any_admitted = spans.iter().any(|s| s.admitted.is_some());
-    let any_merged = spans
-        .iter()
-        .any(|s| s.admitted.is_none() && !s.rejected && s.first_token.is_some());
     if any_admitted {
         chart
             .draw_series(spans.iter().enumerate().filter_map(|(i, s)| {
@@ -140,15 +171,8 @@ pub fn draw_timeline<DB: DrawingBackend>(
                 let end = s.admitted?;
                 (end > s.arrival).then(|| Rectangle::new([(s.arrival, a), (end, b)], wait.filled()))
             }))
-            .map_err(err)?
-            .label("waiting (arrival → admitted)")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], wait.filled()));
+            .map_err(err)?;
     }
-    let pre_label = match (any_admitted, first_token_after_decode) {
-        (true, false) => "prefill (admitted → first token)",
-        (true, true) => "prefill + 1st decode step (reference rules: token 1 after it)",
-        (false, _) => "waiting + prefill (until first token)",
-    };
     chart
         .draw_series(spans.iter().enumerate().filter_map(|(i, s)| {
             let (a, b) = row(i);
@@ -159,19 +183,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
                 pre.mix(0.85).filled(),
             ))
         }))
-        .map_err(err)?
-        .label(pre_label)
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], pre.filled()));
-    if any_admitted && any_merged {
-        // Measured requests mixed in have no admission time: say so.
-        chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
-            .map_err(err)?
-            .label("(no admission time recorded: waiting included)")
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 18, y + 5)], pre.mix(0.4).filled())
-            });
-    }
+        .map_err(err)?;
     chart
         .draw_series(spans.iter().enumerate().filter_map(|(i, s)| {
             let (a, b) = row(i);
@@ -180,9 +192,7 @@ pub fn draw_timeline<DB: DrawingBackend>(
                 dec.mix(0.8).filled(),
             ))
         }))
-        .map_err(err)?
-        .label("decode (first token → finish)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], dec.filled()));
+        .map_err(err)?;
     chart
         .draw_series(
             spans
@@ -191,12 +201,13 @@ pub fn draw_timeline<DB: DrawingBackend>(
                 .filter(|(_, s)| s.rejected)
                 .map(|(i, s)| Cross::new((s.arrival, i as f64 + 0.5), 4, rej.stroke_width(2))),
         )
-        .map_err(err)?
-        .label("rejected (at arrival)")
-        .legend(move |(x, y)| Cross::new((x + 9, y), 4, rej.stroke_width(2)));
-    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        .map_err(err)?;
+    let mut geo = Geometry::of(&chart, x, y);
+    if let Some(side) = side {
+        geo.legend = Some(legend::draw_column(&side, &entries, geo.y_px.0)?);
+    }
     area.present().map_err(err)?;
-    Ok(Geometry::of(&chart, x, y))
+    Ok(geo)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! an array of them, or one object per line.
 
 use super::check::{self, Place, Quantity, Rejected};
+use super::setup::Setup;
 use super::{MeasuredError, MeasuredPoint, Parsed};
 use crate::metric::Metric;
 use serde_json::{Map, Value};
@@ -116,8 +117,10 @@ fn check_fields(obj: &Map<String, Value>, place: &dyn Fn(&str) -> Place, out: &m
     }
 }
 
-pub(super) fn parse(body: &str, skipped: usize) -> Result<Parsed, MeasuredError> {
+/// The points and notes, and the setup the (first) result object records.
+pub(super) fn parse(body: &str, skipped: usize) -> Result<(Parsed, Setup), MeasuredError> {
     let mut notes = Vec::new();
+    let mut setup: Option<Setup> = None;
     let mut points = Vec::new();
     let mut rejected = Vec::new();
     for (o, item, line) in items(body, skipped)? {
@@ -132,6 +135,16 @@ pub(super) fn parse(body: &str, skipped: usize) -> Result<Parsed, MeasuredError>
         };
         let before = rejected.len();
         check_fields(obj, &place, &mut rejected);
+        let this = Setup::from_vllm(obj);
+        match &setup {
+            None => setup = Some(this),
+            Some(first) if first.series_key() != this.series_key() && notes.len() < 8 => notes
+                .push(format!(
+                "{name} records another setup than the first result ({}); the first one's is shown",
+                this.describe()
+            )),
+            Some(_) => {}
+        }
         let f = |k: &str| obj.get(k).and_then(Value::as_f64);
         if f("mean_ttft_ms").is_none() && f("p99_ttft_ms").is_none() {
             let keys: Vec<_> = obj.keys().take(8).cloned().collect();
@@ -208,5 +221,5 @@ pub(super) fn parse(body: &str, skipped: usize) -> Result<Parsed, MeasuredError>
         return Err(MeasuredError::Implausible(rejected));
     }
     points.sort_by(|a, b| a.rate.total_cmp(&b.rate));
-    Ok((points, notes))
+    Ok(((points, notes), setup.unwrap_or_default()))
 }
