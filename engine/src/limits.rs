@@ -438,7 +438,7 @@ impl Limits {
     ) -> Result<(), LimitError> {
         match estimate {
             // NaN counts as over, as in the other checks.
-            Some(e) if !(e.drain_s <= self.max_drain_horizons * horizon_s) => {
+            Some(e) if e.drain_s.is_nan() || e.drain_s > self.max_drain_horizons * horizon_s => {
                 Err(LimitError::DrainTooLong {
                     estimate: e,
                     horizon_s,

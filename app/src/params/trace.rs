@@ -84,7 +84,7 @@ pub fn url_name(name: &str) -> String {
 /// trace whose arrivals are all at 0 s (no time scale to stretch to a rate).
 pub fn load(name: &str, text: &str) -> Result<TraceInUse, String> {
     let trace = parse_trace(text).map_err(|e: TraceError| e.to_string())?;
-    if !(trace.rate() > 0.0) {
+    if trace.rate().is_nan() || trace.rate() <= 0.0 {
         return Err(format!(
             "every arrival is at {} s: the trace has no time scale to stretch to a rate",
             fmt_num(trace.last_arrival())

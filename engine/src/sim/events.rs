@@ -98,7 +98,12 @@ pub fn simulate_logged<I: Iterator<Item = Request>>(
     let hint = requests.size_hint().0;
     let mut events = Vec::new();
     let report = with_scheduler!(cfg.server.policy, sched => {
-        let mut sim = Sim::new(cfg, sched, hint);
+        let mut sim = Sim::new(
+            cfg,
+            sched,
+            hint,
+            crate::limits::Limits::default().max_drain_horizons,
+        );
         sim.log = Sink {
             log: Some(&mut events),
             ..Sink::default()

@@ -231,6 +231,8 @@ fn a_jumped_decode_run_expands_into_its_iterations() {
         arrival: 0.5,
         prompt: 100,
         output: 200,
+        group: 0,
+        conv: 0,
     };
     let (rep, events) = simulate_logged(&cfg, std::iter::once(req));
     assert!(rep.stats.steps < 10, "{} steps", rep.stats.steps);
