@@ -197,14 +197,12 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
     match reply {
         Reply::Watch { id, tape } => {
             c.watch.arrive(id, *tape, now_ms());
-            return;
         }
         Reply::Error { id, message } if id != 0 && id == watch_id => {
             c.watch.run.update(|r| {
                 r.running = false;
                 r.error = Some(message);
             });
-            return;
         }
         reply => on_other_reply(c, w, reply, lesson_id),
     }

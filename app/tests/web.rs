@@ -111,7 +111,7 @@ async fn a_lesson_runs_in_wasm_and_the_learn_view_renders_it() {
     let doc = web_sys::window().unwrap().document().unwrap();
     let host: web_sys::HtmlElement = doc.create_element("div").unwrap().unchecked_into();
     doc.body().unwrap().append_child(&host).unwrap();
-    let handle = leptos::mount::mount_to(host.clone(), move || learn_view(signals));
+    let handle = leptos::mount::mount_to(host.clone(), move || learn_view(signals, |_| {}));
     signals.run.set(LessonRun {
         output: Some(output),
         elapsed_ms: Some(1.0),
