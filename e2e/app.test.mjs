@@ -419,7 +419,8 @@ const watchNow = (page) => page.evaluate(() => {
   const txt = (id) => document.getElementById(id).textContent;
   return {
     t: Number(c.dataset.t), queueDrawn: Number(c.dataset.queueDrawn), batchDrawn: Number(c.dataset.batchDrawn),
-    kvDrawn: Number(c.dataset.kvDrawn), frameMsMax: Number(c.dataset.frameMsMax), label: c.getAttribute('aria-label'),
+    kvDrawn: Number(c.dataset.kvDrawn), frames: Number(c.dataset.frames), frameMsMedian: Number(c.dataset.frameMsMedian),
+    frameMsP95: Number(c.dataset.frameMsP95), frameMsMax: Number(c.dataset.frameMsMax), label: c.getAttribute('aria-label'),
     queue: Number(txt('watch-queue')), batch: txt('watch-batch'), kv: txt('watch-kv'), completed: txt('watch-completed'),
     rejected: Number(txt('watch-rejected')), preempted: Number(txt('watch-preempted')),
   };
@@ -474,7 +475,8 @@ await check('Watch view: it steps iteration by iteration, and what it draws and 
   await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, run.iterations[3].end_s);
   await checkWatchAt(p, run, 'reserve');
   await p.screenshot({ path: path.join(shots, 'watch.png'), fullPage: true });
-  // Play a moment at 8×: time moves, every frame's main-thread work stays under 16 ms.
+  // Play a moment at 8×: time moves, and the main-thread work of the frames drawn while
+  // playing stays within a 60 Hz frame (16 ms) at the 95th percentile.
   await p.selectOption('#watch-speed', '8');
   // From the start of the run, so that it cannot reach the end while playing.
   await p.$eval('#watch-at', (el) => { el.value = '0'; el.dispatchEvent(new Event('change', { bubbles: true })); });
@@ -485,10 +487,11 @@ await check('Watch view: it steps iteration by iteration, and what it draws and 
   await p.click('#watch-play');
   w = await watchNow(p);
   assert(w.t > t0 + 2, `playing moved from ${t0} to ${w.t}`);
-  numbers.watch_frame_ms_max = w.frameMsMax;
-  // The slowest frame since the view opened (seeks included), against a bound that a
-  // shared 2-core machine keeps; the figure itself is printed with the e2e numbers.
-  assert(w.frameMsMax <= 50, `slowest frame ${w.frameMsMax} ms`);
+  numbers.watch_frames = `${w.frames} frames, median ${w.frameMsMedian} ms, p95 ${w.frameMsP95} ms, max ${w.frameMsMax} ms`;
+  // The percentile, not the maximum: one frame on a shared 2-core machine can lose its
+  // core to another process; the maximum is printed with the e2e numbers.
+  assert(w.frames >= 20, `only ${w.frames} frames drawn while playing`);
+  assert(w.frameMsP95 <= 16, `frames while playing: ${numbers.watch_frames}`);
   assert(p.url().includes('view=watch') && p.url().includes('speed=8') && p.url().includes(`at=`), `URL: ${p.url()}`);
   // A paged server that preempts: the same checks.
   const paged = await open(`${base}?view=watch&n=300&seed=2&preset=reference&kv=paged&block=16&K=3072&policy=chunked&budget=256&rate=5`);
@@ -681,6 +684,6 @@ fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
   `800-run reference grid ${numbers.grid_800_runs_ms} ms (median ${numbers.grid_800_median_ms}); wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
   `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms} ms; ` +
-  `watch: slowest frame ${numbers.watch_frame_ms_max} ms of main-thread work`);
+  `watch, main-thread work per frame while playing: ${numbers.watch_frames}`);
 console.log(`e2e: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

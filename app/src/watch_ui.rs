@@ -5,7 +5,8 @@
 //! The run is simulated in a Web Worker ([`crate::job::Task::Watch`]); the page receives
 //! its [`Tape`] once and, each animation frame, replays the state at the playback time
 //! ([`crate::watch::replay`]) and draws it on a canvas ([`crate::watch::scene`]). The
-//! slowest frame's main-thread time is kept in the canvas's `data-frame-ms-max`.
+//! main-thread time of each frame drawn while playing is kept, and its median, 95th
+//! percentile and maximum are in the canvas's `data-frame-ms-*` attributes.
 
 use crate::params::fmt_num;
 use crate::watch::replay::{describe, snapshot, FLASH_S};
@@ -156,6 +157,17 @@ fn now_ms() -> f64 {
     window().performance().map(|p| p.now()).unwrap_or(0.0)
 }
 
+/// Median, 95th percentile and maximum of frame times [ms] (nearest rank; zeros if none).
+fn frame_stats(ms: &[f64]) -> (f64, f64, f64) {
+    if ms.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    let mut v = ms.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    (rank(0.5), rank(0.95), v[v.len() - 1])
+}
+
 /// Downloads the watched run — records, time series, iterations and events — as JSON.
 fn download_json(tape: &Tape) {
     let Ok(text) = serde_json::to_string(tape) else {
@@ -217,7 +229,18 @@ pub fn watch_view(
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let hist = NodeRef::<leptos::html::Canvas>::new();
     let counters = RwSignal::new(Counters::default());
-    let frame_max = StoredValue::new(0.0f64);
+    // Main-thread time of each frame drawn while playing [ms], since play last started
+    // (at most the last 1,200).
+    let frames = StoredValue::new(Vec::<f64>::new());
+    // The histogram is redrawn only when its input changes: (tape, requests finished).
+    let hist_key = StoredValue::new((0usize, usize::MAX));
+    Effect::new(move |was_playing: Option<bool>| {
+        let playing = w.playing.get();
+        if playing && was_playing != Some(true) {
+            frames.update_value(Vec::clear);
+        }
+        playing
+    });
     // Each frame: replay, draw, count.
     Effect::new(move |_| {
         let t = w.t.get();
@@ -241,23 +264,38 @@ pub fn watch_view(
                 return;
             }
         };
-        let max_ttft = tape
-            .records
-            .iter()
-            .filter_map(|r| r.ttft())
-            .fold(0.0, f64::max);
-        if let Some(b) = CanvasBackend::with_canvas_object(hv.clone()) {
-            let _ = draw_ttft(&b.into_drawing_area(), &s.ttft_done, max_ttft);
+        let key = (Arc::as_ptr(&tape) as usize, s.ttft_done.len());
+        if hist_key.get_value() != key {
+            hist_key.set_value(key);
+            let max_ttft = tape
+                .records
+                .iter()
+                .filter_map(|r| r.ttft())
+                .fold(0.0, f64::max);
+            if let Some(b) = CanvasBackend::with_canvas_object(hv.clone()) {
+                let _ = draw_ttft(&b.into_drawing_area(), &s.ttft_done, max_ttft);
+            }
         }
         let text = describe(&tape, &s);
         let ms = now_ms() - t0;
-        let max = frame_max.get_value().max(ms);
-        frame_max.set_value(max);
+        if playing {
+            frames.update_value(|f| {
+                // The last 20 s or so at 60 frames/s.
+                if f.len() == 1200 {
+                    f.remove(0);
+                }
+                f.push(ms)
+            });
+            let (median, p95, max) = frames.with_value(|f| frame_stats(f));
+            let _ = cv.set_attribute("data-frames", &frames.with_value(Vec::len).to_string());
+            let _ = cv.set_attribute("data-frame-ms-median", &format!("{median:.2}"));
+            let _ = cv.set_attribute("data-frame-ms-p95", &format!("{p95:.2}"));
+            let _ = cv.set_attribute("data-frame-ms-max", &format!("{max:.2}"));
+        }
         let _ = cv.set_attribute("data-t", &format!("{t}"));
         let _ = cv.set_attribute("data-queue-drawn", &drawn.queue.to_string());
         let _ = cv.set_attribute("data-batch-drawn", &drawn.busy_slots.to_string());
         let _ = cv.set_attribute("data-kv-drawn", &drawn.kv_blocks.to_string());
-        let _ = cv.set_attribute("data-frame-ms-max", &format!("{max:.2}"));
         let _ = cv.set_attribute("aria-label", &text);
         let n = tape.records.len();
         counters.set(Counters {
