@@ -403,9 +403,9 @@ pub fn watch_view(
                 " · " <a href="#" id="watch-edit" on:click=move |ev| { ev.prevent_default(); to_calculator(); }>"change them in the calculator"</a></p>
             <div class="watch-controls">
                 <button id="watch-play" aria-pressed=move || w.playing.get().to_string()
-                    on:click=move |_| w.toggle()>{move || if w.playing.get() { "⏸ pause" } else { "▶ play" }}</button>
-                <button id="watch-back" title="back one iteration (←)" on:click=move |_| w.step(false)>"⏮ step back"</button>
-                <button id="watch-step" title="one iteration (→)" on:click=move |_| w.step(true)>"step ⏭"</button>
+                    on:click=move |_| w.toggle()>{move || if w.playing.get() { "‖ pause" } else { "▶ play" }}</button>
+                <button id="watch-back" title="back one iteration (←)" on:click=move |_| w.step(false)>"◀ step back"</button>
+                <button id="watch-step" title="one iteration (→)" on:click=move |_| w.step(true)>"step ▶"</button>
                 <label>"speed "
                     <select id="watch-speed" on:change=move |ev| {
                         if let Ok(x) = event_target_value(&ev).parse::<f64>() {

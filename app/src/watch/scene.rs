@@ -81,7 +81,7 @@ pub fn draw_scene<DB: DrawingBackend>(
     };
 
     // Queue: front on the right, next to the batch.
-    let (qx0, qy0, qstep) = (20i32, 56i32, 22i32);
+    let (qx0, qy0, qstep) = (20i32, 56i32, 20i32);
     root.draw(&Text::new(
         format!("queue: {} waiting", s.queue.len()),
         (qx0, 28),
@@ -149,7 +149,7 @@ pub fn draw_scene<DB: DrawingBackend>(
     ))?;
 
     // Batch slots.
-    let (bx0, by0, bw, bh) = (ax + 44, 44i32, 62i32, 44i32);
+    let (bx0, by0, bw, bh) = (ax + 44, 44i32, 60i32, 44i32);
     let b = tape.max_batch as usize;
     let (prefill, decode, idle) = super::replay::phase_counts(&s.slots);
     root.draw(&Text::new(
