@@ -211,24 +211,21 @@ fn frame<'a, DB: DrawingBackend>(
         .map_err(err)
 }
 
-/// The group a series' colour puts it in (see [`palette`]).
+/// The group a series' colour puts it in (see [`palette`]): the models' colours are
+/// models; the panels hold no measurements, so every other colour is a simulation (a
+/// second simulated series takes the first colour after the models').
 fn group_of(color: u8) -> &'static str {
     match color {
-        0 => "simulation",
         1..=5 => "models",
-        _ => "measured",
+        _ => "simulation",
     }
 }
 
 /// The panel's legend: its series grouped by kind, then its horizontal lines.
 fn entries(p: &XyPanel) -> Vec<Entry> {
     let mut series: Vec<&Series> = p.series.iter().filter(|s| !s.points.is_empty()).collect();
-    // Grouped: simulation first, then the models, then measured (stable within a group).
-    series.sort_by_key(|s| match group_of(s.color) {
-        "simulation" => 0,
-        "models" => 1,
-        _ => 2,
-    });
+    // Grouped: simulation first, then the models (stable within a group).
+    series.sort_by_key(|s| group_of(s.color) == "models");
     let mut v: Vec<Entry> = series
         .into_iter()
         .map(|s| Entry {
@@ -552,6 +549,37 @@ mod tests {
         assert_eq!(
             panels_hover_text(std::slice::from_ref(&p), 2.5),
             "sim at 8: 60 · model at 1: 12"
+        );
+    }
+
+    #[test]
+    fn a_second_simulated_series_is_listed_under_simulation() {
+        let sim = |name: &str, color| Series {
+            name: name.into(),
+            color,
+            points: vec![(1.0, 1.0)],
+            line: false,
+            dots: true,
+        };
+        let p = XyPanel {
+            series: vec![
+                sim("model", 1),
+                sim("p99 (simulation)", 6),
+                sim("mean (simulation)", 0),
+            ],
+            ..XyPanel::default()
+        };
+        let groups: Vec<_> = entries(&p)
+            .iter()
+            .map(|e| (e.group, e.label.clone()))
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                ("simulation", "p99 (simulation)".to_string()),
+                ("simulation", "mean (simulation)".to_string()),
+                ("models", "model".to_string()),
+            ]
         );
     }
 
