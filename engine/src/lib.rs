@@ -55,6 +55,7 @@ pub mod kv_cache;
 pub mod limits;
 pub mod metrics;
 mod num;
+pub mod plan;
 pub mod record;
 pub mod scheduler;
 pub mod sim;
