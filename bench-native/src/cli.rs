@@ -29,6 +29,8 @@ pub enum Command {
     Merge(crate::sweep::MergeArgs),
     /// Simulator vs every analytical model on a grid: error table (markdown + CSV).
     Compare(crate::compare::CompareArgs),
+    /// The cheapest fleet meeting an SLO: every GPU × TP × router screened by the model, the cheapest confirmed by simulation.
+    Plan(crate::plan::PlanArgs),
     /// Microbench → fit → simulate → measure a real server at the same rates: predicted vs measured table.
     Validate(crate::validate::ValidateArgs),
 }

@@ -7,6 +7,7 @@ pub mod fit;
 pub mod fleet;
 pub mod like;
 pub mod microbench;
+pub mod plan;
 pub mod prom;
 pub mod run;
 pub mod server_sweep;

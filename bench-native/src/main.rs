@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::ServerSweep(a) => bench_native::server_sweep::execute(a),
         Command::Compare(a) => bench_native::compare::execute(a),
         Command::Validate(a) => bench_native::validate::execute(a),
+        Command::Plan(a) => bench_native::plan::execute(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

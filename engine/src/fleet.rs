@@ -108,8 +108,17 @@ impl FleetConfig {
         };
         whole.validate_with(limits)?;
         let share = self.base.workload.rate() / n as f64;
-        for mut cfg in self.replica_configs() {
-            cfg.workload = cfg.workload.with_rate(share);
+        // Identical neighbours are checked once (a uniform fleet: one check).
+        for (i, r) in self.replicas.iter().enumerate() {
+            if i > 0 && self.replicas[i - 1] == *r {
+                continue;
+            }
+            let cfg = SimConfig {
+                server: r.server.clone(),
+                cost: r.cost.clone(),
+                workload: self.base.workload.with_rate(share),
+                ..self.base.clone()
+            };
             cfg.validate_with(limits)?;
         }
         match self.router {

@@ -21,7 +21,9 @@ mod confirm;
 
 pub use confirm::{confirm, Confirmed, SimFigures};
 
-use crate::analytic::{capacity_bounds, predict_fleet, AnalyticError, Bound, ModelKind, Predicted};
+use crate::analytic::{
+    capacity_bounds, predict, predict_fleet, AnalyticError, Bound, ModelKind, Predicted,
+};
 use crate::config::SimConfig;
 use crate::cost::roofline::{Gpu, ModelSpec, RooflineCost};
 use crate::cost::CostModel;
@@ -329,7 +331,7 @@ fn meets(p: &Option<Predicted>, target: f64) -> bool {
 fn smallest(
     f: &Family,
     spec: &PlanSpec,
-    evaluated: &mut u64,
+    count: &std::cell::Cell<u64>,
 ) -> Result<Result<(u32, Predicted, Option<f64>), String>, PlanError> {
     let rate = spec.base.workload.rate();
     let cap = capacity_bounds(&f.replica)?.max_rps();
@@ -345,8 +347,8 @@ fn smallest(
         )));
     }
     let target = spec.attainment;
-    let mut eval = |n: u32| {
-        *evaluated += 1;
+    let eval = |n: u32| {
+        count.set(count.get() + 1);
         predict_at(f, n)
     };
     let start = start as u32;
@@ -369,6 +371,23 @@ fn smallest(
         }
     } else {
         (lo, lo_p) = (start, p0);
+        // No count can meet it when one replica at the lightest share misses it (the
+        // TPOT of a request decoding alone, say): one evaluation instead of a search.
+        count.set(count.get() + 1);
+        let mut light = f.replica.clone();
+        light.workload = light.workload.with_rate(rate / spec.max_replicas as f64);
+        if let Some(p) = predict(ModelKind::Batching, &light)?.metrics() {
+            if p.slo_attainment < target {
+                return Ok(Err(format!(
+                    "even at the lightest load ({} replicas) {:.1} % of requests meet the SLO: \
+                     mean TTFT {:.3} s, mean TPOT {:.4} s",
+                    spec.max_replicas,
+                    100.0 * p.slo_attainment,
+                    p.ttft_mean_s,
+                    p.tpot_mean_s
+                )));
+            }
+        }
         loop {
             if lo >= spec.max_replicas {
                 let best = lo_p.map_or("unstable".to_string(), |p| {
@@ -418,9 +437,9 @@ pub fn screen(spec: &PlanSpec) -> Result<Screen, PlanError> {
     spec.validate()?;
     let (families, mut infeasible) = spec.families();
     let mut feasible = Vec::new();
-    let mut evaluated = 0;
+    let evaluated = std::cell::Cell::new(0);
     for f in &families {
-        match smallest(f, spec, &mut evaluated) {
+        match smallest(f, spec, &evaluated) {
             Ok(Ok((n, p, below))) => {
                 let mut s = f.screened(n, p, spec)?;
                 s.attainment_below = below;
@@ -451,7 +470,7 @@ pub fn screen(spec: &PlanSpec) -> Result<Screen, PlanError> {
     Ok(Screen {
         feasible,
         infeasible,
-        evaluated,
+        evaluated: evaluated.get(),
     })
 }
 

@@ -18,6 +18,7 @@ mod like;
 mod live;
 mod merge;
 mod pgo_script;
+mod plan;
 mod real_server;
 mod run_honesty;
 mod server_sweep;

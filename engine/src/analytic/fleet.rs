@@ -92,8 +92,18 @@ pub fn predict_fleet(
             })
         }
     };
-    let configs = cfg.replica_configs();
-    let n = configs.len();
+    // A uniform fleet is predicted from one replica (they all get the same share).
+    let uniform = cfg.replicas.windows(2).all(|w| w[0] == w[1]);
+    let n = cfg.replicas.len();
+    let configs = if uniform {
+        vec![SimConfig {
+            server: cfg.replicas[0].server.clone(),
+            cost: cfg.replicas[0].cost.clone(),
+            ..cfg.base.clone()
+        }]
+    } else {
+        cfg.replica_configs()
+    };
     let nf = n as f64;
     let router = match cfg.router {
         RouterKind::PowerOfD { d } if d as usize >= n => RouterKind::LeastOutstanding,
@@ -105,6 +115,9 @@ pub fn predict_fleet(
             vec![(lambda / nf, scv / nf, Pooling::None); n]
         }
         RouterKind::Random => vec![(lambda / nf, 1.0 + (scv - 1.0) / nf, Pooling::None); n],
+        RouterKind::LeastOutstanding | RouterKind::LeastTokens | RouterKind::KvAware if uniform => {
+            vec![(lambda / nf, scv, Pooling::Full(nf)); n]
+        }
         RouterKind::LeastOutstanding | RouterKind::LeastTokens | RouterKind::KvAware => {
             by_capacity(&configs, lambda)?
                 .into_iter()
@@ -122,8 +135,12 @@ pub fn predict_fleet(
     };
     let mut done: Vec<(SimConfig, Pooling, Prediction)> = Vec::new();
     let mut replicas = Vec::with_capacity(n);
-    for (one, (rate, a_scv, pool)) in configs.into_iter().zip(plan) {
-        let mut one = one;
+    for (i, (rate, a_scv, pool)) in plan.into_iter().enumerate() {
+        if uniform && i > 0 {
+            replicas.push(replicas[0]);
+            continue;
+        }
+        let mut one = configs[i].clone();
         one.workload.arrivals = stream(rate, a_scv);
         let p = match done.iter().find(|(c, q, _)| *c == one && *q == pool) {
             Some((_, _, p)) => *p,
