@@ -11,6 +11,7 @@ mod burstiness;
 mod ci;
 mod links;
 mod loss_delay;
+mod routing;
 mod variance;
 
 pub use links::{watch_links, WatchLink};
@@ -41,6 +42,9 @@ pub enum Lesson {
     LossDelay,
     /// Burstiness: gamma arrivals, Kingman's formula, and the tail.
     Burstiness,
+    /// Routing: random, round-robin, power of two choices and least outstanding over N
+    /// replicas.
+    Routing,
 }
 
 /// One slider of a lesson: the value snaps to one of `steps`.
@@ -79,7 +83,7 @@ const SIGMAS: &[f64] = &[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5];
 const RHOS: &[f64] = &[0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95];
 
 impl Lesson {
-    pub const ALL: [Lesson; 7] = [
+    pub const ALL: [Lesson; 8] = [
         Lesson::Utilisation,
         Lesson::Batching,
         Lesson::KvMemory,
@@ -87,6 +91,7 @@ impl Lesson {
         Lesson::Variance,
         Lesson::LossDelay,
         Lesson::Burstiness,
+        Lesson::Routing,
     ];
 
     /// 1-based number, as in the URL (`lesson=2`).
@@ -107,6 +112,7 @@ impl Lesson {
             Lesson::Variance => "Variance matters",
             Lesson::LossDelay => "Loss or delay",
             Lesson::Burstiness => "Burstiness",
+            Lesson::Routing => "Routing over replicas",
         }
     }
 
@@ -120,6 +126,7 @@ impl Lesson {
             Lesson::Variance => "Two workloads with the same mean service time do not wait the same. For a single server with Poisson arrivals the Pollaczek–Khinchine formula says the mean wait is W_q = ρ/(1 − ρ) · E[S] · (1 + c_s²)/2, where c_s² is the squared coefficient of variation of the service time: variability alone multiplies the wait. Here one request is served at a time (B = 1) with a 256-token prompt and an output whose mean stays at 128 tokens while its spread (lognormal σ) changes.",
             Lesson::LossDelay => loss_delay::TEXT,
             Lesson::Burstiness => burstiness::TEXT,
+            Lesson::Routing => routing::TEXT,
         }
     }
 
@@ -133,6 +140,7 @@ impl Lesson {
             Lesson::Variance => "Set σ = 0 (every output exactly 128 tokens) and compare with σ = 1: at ρ = 0.8 the wait grows by the factor (1 + c_s²) the formula predicts. Each dot is the mean of 3 seeds, so it wanders around the line; the check at the chosen ρ uses 16 seeds and shows their 95 % interval, which the formula falls in. Move ρ to 0.95: the gap widens in absolute terms, and so does the interval — near saturation a run's mean wait depends much on its luck.",
             Lesson::LossDelay => loss_delay::TRY,
             Lesson::Burstiness => burstiness::TRY,
+            Lesson::Routing => routing::TRY,
         }
     }
 
@@ -200,6 +208,7 @@ impl Lesson {
             Lesson::Variance => C5,
             Lesson::LossDelay => loss_delay::CONTROLS,
             Lesson::Burstiness => burstiness::CONTROLS,
+            Lesson::Routing => routing::CONTROLS,
         }
     }
 }
@@ -367,6 +376,7 @@ pub fn run(state: &LessonState) -> Result<LessonOutput, String> {
         Lesson::Variance => variance::variance(v(0), v(1)),
         Lesson::LossDelay => loss_delay::run(v(0), v(1)),
         Lesson::Burstiness => burstiness::run(v(0), v(1)),
+        Lesson::Routing => routing::run(v(0), v(1)),
     }?;
     out.lesson = state.lesson;
     Ok(out)

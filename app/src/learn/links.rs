@@ -93,6 +93,13 @@ pub fn watch_links(state: &LessonState) -> Vec<WatchLink> {
             let r = p.rate;
             vec![link("watch this server", p, r)]
         }
+        // The Watch view shows one server: under random routing a replica is one server
+        // with a Poisson stream at ρ.
+        Lesson::Routing => vec![link(
+            "watch one replica under random routing",
+            variance_params(1.0),
+            rate_at(1.0, v(1)),
+        )],
     }
 }
 
