@@ -275,7 +275,11 @@ fn combine(replicas: &[ReplicaPrediction]) -> Prediction {
         return Prediction::Unstable { rho };
     }
     if ms.windows(2).all(|w| w[0] == w[1]) {
-        return Prediction::Stable(*ms[0].1);
+        // Identical replicas: every per-request figure is each one's; the fleet's
+        // goodput is their sum.
+        let mut one = *ms[0].1;
+        one.goodput_rps *= ms.len() as f64;
+        return Prediction::Stable(one);
     }
     let lambda: f64 = ms.iter().map(|(r, _)| r).sum();
     // Accepted-arrival weights for per-request figures.
@@ -416,7 +420,24 @@ mod tests {
     fn random_routing_of_poisson_arrivals_is_n_poisson_servers() {
         let p = predict_fleet(ModelKind::Batching, &fleet(12.0, 4, RouterKind::Random)).unwrap();
         let alone = predict(ModelKind::Batching, &SimConfig::reference(3.0, 8, 8192)).unwrap();
-        assert_eq!(p.fleet, alone);
+        // Each replica is one server at λ/N; the fleet's goodput is the four's.
+        let (f, a) = (p.fleet.metrics().unwrap(), alone.metrics().unwrap());
+        assert_eq!(p.replicas[0].prediction, alone);
+        assert_eq!(
+            (f.ttft_mean_s, f.ttft_p99_s, f.tpot_mean_s),
+            (a.ttft_mean_s, a.ttft_p99_s, a.tpot_mean_s)
+        );
+        assert_eq!(
+            (f.blocking, f.slo_attainment),
+            (a.blocking, a.slo_attainment)
+        );
+        assert!(
+            (f.goodput_rps - 4.0 * a.goodput_rps).abs() < 1e-12,
+            "{} vs 4 × {}",
+            f.goodput_rps,
+            a.goodput_rps
+        );
+        assert!((f.goodput_rps - 12.0 * (1.0 - f.blocking)).abs() < 0.05 * 12.0);
         assert!(p.replicas.iter().all(|r| r.arrival_scv == 1.0));
         // The reference models cover it too (Poisson replicas), not round-robin's.
         let mmc = predict_fleet(ModelKind::ReferenceMmc, &fleet(12.0, 4, RouterKind::Random));
