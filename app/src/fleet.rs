@@ -255,7 +255,9 @@ impl FleetState {
             ConfigError::NotPositive { name, .. }
             | ConfigError::Negative { name, .. }
             | ConfigError::Zero { name, .. }
-            | ConfigError::OutOfRange { name, .. } => FIELDS.iter().find(|f| f.1 == Some(*name)).map(|f| f.0),
+            | ConfigError::OutOfRange { name, .. } => {
+                FIELDS.iter().find(|f| f.1 == Some(*name)).map(|f| f.0)
+            }
             ConfigError::KvTooSmall { .. } => Some("K"),
             _ => None,
         };
@@ -264,7 +266,10 @@ impl FleetState {
                 key,
                 message: format!("router {}: {m}", self.router.name()),
             },
-            (_, Some(k)) => Invalid { key: Some(k), message },
+            (_, Some(k)) => Invalid {
+                key: Some(k),
+                message,
+            },
             (_, None) => Invalid {
                 key: Some(rate_key),
                 message: format!("{} = {}: {message}", label(rate_key), fmt_num(rate)),
@@ -315,7 +320,10 @@ pub fn model_name(router: RouterKind) -> String {
     if model_validated(router) {
         "fleet model (batching)".into()
     } else {
-        format!("fleet model, upper bound (not accurate for {})", router.name())
+        format!(
+            "fleet model, upper bound (not accurate for {})",
+            router.name()
+        )
     }
 }
 
@@ -410,9 +418,10 @@ pub fn model(state: &FleetState, p: &Params, rates: &[f64]) -> FleetModel {
     };
     for &r in rates {
         match predict_fleet(ModelKind::Batching, &state.config(p, r, 0)) {
-            Ok(pred) => out
-                .points
-                .push((r, pred.fleet.metrics().copied().filter(Predicted::is_finite))),
+            Ok(pred) => out.points.push((
+                r,
+                pred.fleet.metrics().copied().filter(Predicted::is_finite),
+            )),
             Err(e) => {
                 out.error = Some(page_message(&e.to_string()));
                 out.points.clear();
@@ -457,7 +466,10 @@ mod tests {
             ..Params::default()
         };
         let q = s.to_query(&p);
-        assert!(q.starts_with("view=fleet&replicas=8&router=least_tokens&"), "{q}");
+        assert!(
+            q.starts_with("view=fleet&replicas=8&router=least_tokens&"),
+            "{q}"
+        );
         assert!(wants_fleet(&q));
         let (back, bp, bad) = FleetState::from_query(&format!("?{q}"));
         assert_eq!((back, bp), (s, p));
@@ -477,11 +489,15 @@ mod tests {
         let e = FleetState::of(0, RouterKind::Random).check(&p).unwrap_err();
         assert_eq!(e.key, Some("replicas"), "{e:?}");
         assert!(e.message.contains("at least 1"), "{}", e.message);
-        let e = FleetState::of(65, RouterKind::Random).check(&p).unwrap_err();
+        let e = FleetState::of(65, RouterKind::Random)
+            .check(&p)
+            .unwrap_err();
         assert_eq!(e.key, Some("replicas"));
         assert!(e.message.contains("at most 64"), "{}", e.message);
         // KV-aware over the reference (reserve-mode) server.
-        let e = FleetState::of(4, RouterKind::KvAware).check(&p).unwrap_err();
+        let e = FleetState::of(4, RouterKind::KvAware)
+            .check(&p)
+            .unwrap_err();
         assert_eq!(e.key, Some("router"));
         assert!(e.message.contains("paged"), "{}", e.message);
         let paged = Params {
@@ -509,13 +525,42 @@ mod tests {
             ..Params::default()
         };
         let mut ticks = 0;
-        let got = curve_points(&s, &p, 9.0, &[RouterKind::LeastOutstanding, RouterKind::RoundRobin], &mut || ticks += 1).unwrap();
+        let got = curve_points(
+            &s,
+            &p,
+            9.0,
+            &[RouterKind::LeastOutstanding, RouterKind::RoundRobin],
+            &mut || ticks += 1,
+        )
+        .unwrap();
         assert_eq!(ticks, 4);
         let sums: Vec<_> = (0..2)
-            .map(|seed| engine::fleet::simulate_fleet(&s.config(&p, 9.0, seed)).unwrap().summary)
+            .map(|seed| {
+                engine::fleet::simulate_fleet(&s.config(&p, 9.0, seed))
+                    .unwrap()
+                    .summary
+            })
             .collect();
         assert_eq!(got[0].1, CurvePoint::from_summaries(9.0, &sums));
-        assert_ne!(got[0].1.get(Metric::MeanTtft), got[1].1.get(Metric::MeanTtft));
+        assert_ne!(
+            got[0].1.get(Metric::MeanTtft),
+            got[1].1.get(Metric::MeanTtft)
+        );
+    }
+
+    #[test]
+    fn only_random_routing_gets_a_plain_model_line() {
+        for r in RouterKind::ALL {
+            assert_eq!(model_validated(r), r == RouterKind::Random);
+            assert_eq!(
+                model_caveat(r).starts_with("Caveat"),
+                r != RouterKind::Random
+            );
+            assert_eq!(
+                model_name(r).contains("upper bound"),
+                r != RouterKind::Random
+            );
+        }
     }
 
     #[test]

@@ -12,13 +12,13 @@ use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
+use engine::fleet::RouterKind;
 use engine::limits::Limits;
 use engine::metrics::Summary;
 use engine::record::Outcome;
 use engine::sim::{simulate, simulate_requests};
 use engine::sweep::StandIns;
 use engine::workload::{Request, Workload};
-use engine::fleet::RouterKind;
 use engine::SimConfig;
 use serde::{Deserialize, Serialize};
 

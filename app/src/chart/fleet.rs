@@ -43,7 +43,14 @@ pub fn fleet_model_curve(model: &FleetModel, m: Metric) -> Option<ModelCurve> {
         points: model
             .points
             .iter()
-            .map(|(r, x)| (*r, x.as_ref().and_then(|x| pick(x, m)).filter(|v| v.is_finite())))
+            .map(|(r, x)| {
+                (
+                    *r,
+                    x.as_ref()
+                        .and_then(|x| pick(x, m))
+                        .filter(|v| v.is_finite()),
+                )
+            })
             .collect(),
     })
 }
@@ -97,7 +104,10 @@ pub fn draw_replicas<DB: DrawingBackend>(
     let entries = vec![
         Entry {
             group: "simulation, seed 0",
-            label: format!("utilisation per replica at λ = {} req/s", crate::format::sig3(d.rate)),
+            label: format!(
+                "utilisation per replica at λ = {} req/s",
+                crate::format::sig3(d.rate)
+            ),
             glyph: Glyph::Block(SIM),
         },
         Entry {
@@ -143,7 +153,10 @@ pub fn draw_replicas<DB: DrawingBackend>(
     chart
         .draw_series(d.utilisation.iter().enumerate().map(|(i, u)| {
             let i = i as f64;
-            Rectangle::new([(i + gap, 0.0), (i + 1.0 - gap, u.clamp(0.0, 1.0))], SIM.filled())
+            Rectangle::new(
+                [(i + gap, 0.0), (i + 1.0 - gap, u.clamp(0.0, 1.0))],
+                SIM.filled(),
+            )
         }))
         .map_err(err)?;
     let mut dash = Vec::new();
