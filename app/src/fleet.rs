@@ -47,14 +47,14 @@ impl Default for FleetState {
 
 impl FleetState {
     /// `n` replicas behind `router`, swept over `n` × 0.5 … 7 req/s, the per-replica chart
-    /// at `n` × 4 req/s.
+    /// at `n` × 2 req/s.
     pub fn of(n: u32, router: RouterKind) -> FleetState {
         let k = f64::from(n.max(1));
         FleetState {
             replicas: n,
             router,
             rates: PER_REPLICA_RATES.iter().map(|r| r * k).collect(),
-            rate: 4.0 * k,
+            rate: 2.0 * k,
         }
     }
 
@@ -262,9 +262,10 @@ impl FleetState {
             _ => None,
         };
         match (e, key) {
+            // The engine names the CLI's flag; the page's field is "KV mode".
             (ConfigError::Fleet(m), _) => Invalid {
                 key,
-                message: format!("router {}: {m}", self.router.name()),
+                message: m.replace("use --kv-mode paged", "set KV mode to paged"),
             },
             (_, Some(k)) => Invalid {
                 key: Some(k),
@@ -418,10 +419,21 @@ pub fn model(state: &FleetState, p: &Params, rates: &[f64]) -> FleetModel {
     };
     for &r in rates {
         match predict_fleet(ModelKind::Batching, &state.config(p, r, 0)) {
-            Ok(pred) => out.points.push((
-                r,
-                pred.fleet.metrics().copied().filter(Predicted::is_finite),
-            )),
+            Ok(pred) => {
+                // The fleet's throughput is the sum of the replicas' (the engine's fleet
+                // figure is one replica's when all replicas are alike).
+                let goodput = pred
+                    .replicas
+                    .iter()
+                    .filter_map(|x| x.prediction.metrics())
+                    .map(|m| m.goodput_rps)
+                    .sum();
+                let m = pred.fleet.metrics().map(|m| Predicted {
+                    goodput_rps: goodput,
+                    ..*m
+                });
+                out.points.push((r, m.filter(Predicted::is_finite)));
+            }
             Err(e) => {
                 out.error = Some(page_message(&e.to_string()));
                 out.points.clear();
@@ -577,6 +589,9 @@ mod tests {
         let m = model(&s, &p, &[5.0, 10.0, 20.0]);
         assert!(m.error.is_none(), "{m:?}");
         assert!(m.points.iter().all(|(_, x)| x.is_some()), "{m:?}");
+        // Throughput is the fleet's: near λ at light load, not one replica's share.
+        let g = m.points[0].1.unwrap().goodput_rps;
+        assert!((g - 5.0).abs() < 0.5, "fleet goodput at λ = 5: {g}");
         let kv = model(&FleetState::of(2, RouterKind::KvAware), &p, &[1.0]);
         assert!(kv.error.is_some_and(|e| e.contains("paged")));
     }

@@ -120,7 +120,8 @@ pub fn draw_replicas<DB: DrawingBackend>(
         },
     ];
     let (plot, side) = legend::column(area, &entries)?;
-    let x = (0.0, n.max(1) as f64);
+    // Replica i is centred on x = i, so the axis' integer ticks name the bars.
+    let x = (-0.5, n.max(1) as f64 - 0.5);
     let y = (0.0, 1.0);
     let mut chart = ChartBuilder::on(&plot)
         .margin(12)
@@ -130,8 +131,8 @@ pub fn draw_replicas<DB: DrawingBackend>(
         .map_err(err)?;
     let step = (n / 16).max(1);
     let x_fmt = move |v: &f64| {
-        let i = (v - 0.5).round();
-        if (v - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) % step == 0 {
+        let i = v.round();
+        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) % step == 0 {
             format!("{}", i as usize)
         } else {
             String::new()
@@ -140,7 +141,7 @@ pub fn draw_replicas<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n.clamp(1, 64))
+        .x_labels(n.clamp(1, 64) + 1)
         .x_label_formatter(&x_fmt)
         .x_desc("replica")
         .y_desc("utilisation (busy fraction)")
@@ -154,13 +155,13 @@ pub fn draw_replicas<DB: DrawingBackend>(
         .draw_series(d.utilisation.iter().enumerate().map(|(i, u)| {
             let i = i as f64;
             Rectangle::new(
-                [(i + gap, 0.0), (i + 1.0 - gap, u.clamp(0.0, 1.0))],
+                [(i - 0.5 + gap, 0.0), (i + 0.5 - gap, u.clamp(0.0, 1.0))],
                 SIM.filled(),
             )
         }))
         .map_err(err)?;
     let mut dash = Vec::new();
-    let mut t = 0.0;
+    let mut t = x.0;
     while t < x.1 {
         dash.push(PathElement::new(
             vec![(t, mean), ((t + 0.25).min(x.1), mean)],
