@@ -132,7 +132,7 @@ pub fn draw_replicas<DB: DrawingBackend>(
     let step = (n / 16).max(1);
     let x_fmt = move |v: &f64| {
         let i = v.round();
-        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) % step == 0 {
+        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize).is_multiple_of(step) {
             format!("{}", i as usize)
         } else {
             String::new()
