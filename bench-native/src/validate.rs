@@ -54,7 +54,7 @@ mod report;
 mod running;
 mod server;
 
-pub use errors::{pool, Getter, RateResult, ValidateReport, METRICS};
+pub use errors::{pool, Getter, RateResult, ValidateReport, FLEET_METRICS, METRICS};
 pub use replay::{RecordedArgs, RECORDED_ARGS};
 pub use report::csv_header;
 
@@ -62,6 +62,7 @@ use crate::fit;
 use crate::run::ServerArgs;
 use anyhow::{bail, Context};
 use engine::cost::CostModel;
+use engine::fleet::RouterKind;
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
@@ -75,6 +76,10 @@ Examples:
 
   # every rate measured twice: the report states the measurement's own noise
   bench-native validate --url http://127.0.0.1:8080 --budget 512 --rounds 2 --out /tmp/val2
+
+  # two replicas behind nginx `least_conn` on :8000; fit on one replica, predict the fleet
+  bench-native validate --url http://127.0.0.1:8080 --balancer http://127.0.0.1:8000 \
+    --replicas 2 --router least_outstanding --budget 512 --rounds 2 --out /tmp/fleet
 
   # the same measurements, predicted again by this build's models (no server)
   bench-native validate --replay results/validate_llama --out /tmp/replay
@@ -189,6 +194,21 @@ pub struct ValidateArgs {
     /// machine, which bounds any prediction.
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
+    /// Measure through this URL instead of --url: a load balancer in front of --replicas
+    /// copies of the --url server. The microbenchmark and the fit stay on --url (one
+    /// replica, alone); the measured runs go through the balancer, and the prediction is
+    /// the fleet simulator's (docs/model.md, "Fleets").
+    #[arg(long, value_name = "URL")]
+    pub balancer: Option<String>,
+    /// Replicas behind --balancer, each a copy of the --url server with the fitted cost;
+    /// more than 1 predicts with the fleet simulator.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub replicas: u32,
+    /// The balancer's policy, as the fleet simulator's router: round_robin (nginx's
+    /// default, HAProxy `roundrobin`), least_outstanding (nginx `least_conn`, HAProxy
+    /// `leastconn`), or any router of `simulate --router`.
+    #[arg(long, value_name = "NAME", default_value = "round_robin")]
+    pub router: String,
     /// Output directory.
     #[arg(long, default_value = "results/validate")]
     pub out: PathBuf,
@@ -222,6 +242,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         ))
         .into());
     }
+    fleet_spec(args)?;
     let out = &args.out;
     std::fs::create_dir_all(out.join("sim"))
         .with_context(|| format!("creating {}", out.display()))?;
@@ -229,6 +250,37 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         Some(dir) => replay::replay(args, dir, command),
         None => running::measure(args, command),
     }
+}
+
+/// The fleet the prediction simulates: (replicas, router), checked against the flags.
+///
+/// # Errors
+/// `--replicas 0` or above the engine's limit, an unknown `--router`, or more than one
+/// replica measured without `--balancer` (the runs would reach one replica only).
+pub(crate) fn fleet_spec(args: &ValidateArgs) -> anyhow::Result<(u32, RouterKind)> {
+    let router = RouterKind::parse(&args.router).with_context(|| {
+        format!(
+            "--router: unknown router '{}': one of round_robin (rr, roundrobin), random, \
+             least_outstanding (lor, least_conn, leastconn), least_tokens (jsq), power_of_D \
+             (p2c), kv_aware",
+            args.router
+        )
+    })?;
+    if args.replicas == 0 || args.replicas as usize > engine::limits::MAX_REPLICAS {
+        bail!(
+            "--replicas must be between 1 and {}, not {}",
+            engine::limits::MAX_REPLICAS,
+            args.replicas
+        );
+    }
+    if args.replicas > 1 && args.balancer.is_none() && args.replay.is_none() {
+        bail!(
+            "--replicas {} needs --balancer URL: the measured runs must go through the load \
+             balancer in front of the replicas (--url is the one replica that is fitted)",
+            args.replicas
+        );
+    }
+    Ok((args.replicas, router))
 }
 
 pub(crate) fn fmt_rate(r: f64) -> String {

@@ -11,6 +11,7 @@ use crate::microbench::{self, MicrobenchResult};
 use anyhow::Context;
 use engine::config::{EndRule, FirstToken, ServerConfig, SimConfig};
 use engine::cost::CostModel;
+use engine::fleet::FleetConfig;
 use engine::metrics::Summary;
 use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
 use std::path::Path;
@@ -100,16 +101,25 @@ pub(super) fn simulate(
     let mut cfg = sim_config(m, cost, front, t.to_vec());
     cfg.keep_records = records.is_some();
     cfg.validate().context("simulator configuration")?;
-    let rep = engine::sim::simulate(&cfg)?;
+    let (summary, recs) = if m.replicas > 1 {
+        // `replicas` copies of the fitted server behind the balancer's policy
+        // (docs/model.md, "Fleets"); the trace is the whole fleet's.
+        let fleet = FleetConfig::uniform(cfg, m.replicas, m.router);
+        let rep = engine::fleet::simulate_fleet(&fleet).context("fleet simulator configuration")?;
+        (rep.summary, rep.records)
+    } else {
+        let rep = engine::sim::simulate(&cfg)?;
+        (rep.summary, rep.records)
+    };
     if let Some(path) = records {
         let csv = format!(
             "{}\n{}",
             engine::sweep::RECORD_COLUMNS,
-            engine::sweep::records_csv(&rep.records, "")
+            engine::sweep::records_csv(&recs, "")
         );
         std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(rep.summary)
+    Ok(summary)
 }
 
 /// Predicted saturation throughput: everything arrives at once, the drain rate [req/s].

@@ -8,6 +8,7 @@ use super::{ValidateArgs, ValidateReport};
 use crate::fit;
 use crate::microbench::MicrobenchResult;
 use anyhow::{bail, Context};
+use engine::fleet::RouterKind;
 use engine::metrics::Summary;
 use engine::workload::TraceRequest;
 use serde_json::Value;
@@ -28,6 +29,15 @@ pub struct RecordedArgs {
     pub budget: u32,
     pub slots: Option<u32>,
     pub kv_tokens: Option<u64>,
+    /// The fleet measured through `--balancer` (1 replica: the `--url` server itself).
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default)]
+    pub router: RouterKind,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl RecordedArgs {
@@ -39,6 +49,8 @@ impl RecordedArgs {
             budget: a.budget,
             slots: a.slots,
             kv_tokens: a.kv_tokens,
+            replicas: a.replicas,
+            router: RouterKind::parse(&a.router).unwrap_or_default(),
         }
     }
 
@@ -51,6 +63,8 @@ impl RecordedArgs {
             budget: self.budget,
             slots: self.slots,
             kv_tokens: self.kv_tokens,
+            replicas: self.replicas,
+            router: self.router.name(),
             ..a.clone()
         }
     }
@@ -66,6 +80,14 @@ impl RecordedArgs {
         }
         if let Some(k) = self.kv_tokens {
             let _ = write!(s, " --kv-tokens {k}");
+        }
+        if self.replicas > 1 {
+            let _ = write!(
+                s,
+                " --replicas {} --router {}",
+                self.replicas,
+                self.router.name()
+            );
         }
         s
     }
