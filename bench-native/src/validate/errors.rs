@@ -114,8 +114,7 @@ impl ValidateReport {
             self.rates
                 .iter()
                 .flat_map(|r| {
-                    relative_differences_over(metrics, &r.predicted, &r.measured)
-                        .map(|c| c.3.abs())
+                    relative_differences_over(metrics, &r.predicted, &r.measured).map(|c| c.3.abs())
                 })
                 .collect(),
         )

@@ -228,3 +228,84 @@ pub(super) fn predict_and_report(
     eprintln!("4/4 wrote {}", out.join("validate.md").display());
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::fleet::RouterKind;
+
+    fn model(replicas: u32, router: RouterKind) -> ServerModel {
+        ServerModel {
+            slots: 1,
+            kv_tokens: 8192,
+            block_size: 1,
+            per_slot: Some(8192),
+            budget: 2048,
+            replicas,
+            router,
+        }
+    }
+
+    fn req(arrival: f64, prompt: u32, output: u32) -> TraceRequest {
+        TraceRequest {
+            arrival,
+            prompt,
+            output,
+            class: 0,
+        }
+    }
+
+    #[test]
+    fn a_fleet_prediction_routes_the_trace_as_the_balancer_would() {
+        let cost = SimConfig::vllm_like(1.0).cost;
+        // a long request, then three short ones half a second apart
+        let t = vec![
+            req(0.0, 200, 4000),
+            req(0.5, 8, 4),
+            req(1.0, 8, 4),
+            req(1.5, 8, 4),
+        ];
+        let dir = std::env::temp_dir().join(format!("kvqueue-fleet-pred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let records = dir.join("requests.csv");
+        let one = simulate(
+            &model(1, RouterKind::RoundRobin),
+            &cost,
+            (0.0, 0.0),
+            &t,
+            None,
+        )
+        .unwrap();
+        let rr = simulate(
+            &model(2, RouterKind::RoundRobin),
+            &cost,
+            (0.0, 0.0),
+            &t,
+            Some(&records),
+        )
+        .unwrap();
+        let lor = simulate(
+            &model(2, RouterKind::LeastOutstanding),
+            &cost,
+            (0.0, 0.0),
+            &t,
+            None,
+        )
+        .unwrap();
+        for s in [&one, &rr, &lor] {
+            assert_eq!(s.completed, 4);
+        }
+        let ttft = |s: &Summary| s.ttft.mean.unwrap();
+        // one slot alone: every short request waits behind the long one
+        assert!(ttft(&rr) < ttft(&one), "{} {}", ttft(&rr), ttft(&one));
+        // round-robin sends the third request to the long one's replica; least
+        // outstanding sends it to the idle one
+        assert!(ttft(&lor) < ttft(&rr), "{} {}", ttft(&lor), ttft(&rr));
+        assert!(ttft(&lor) * 3.0 < ttft(&rr));
+        // the fleet's simulated requests are written, one row each
+        let csv = std::fs::read_to_string(&records).unwrap();
+        assert_eq!(csv.lines().count(), 5, "{csv}");
+        assert!(csv.starts_with(engine::sweep::RECORD_COLUMNS));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -50,11 +50,16 @@ impl RecordedArgs {
             slots: a.slots,
             kv_tokens: a.kv_tokens,
             replicas: a.replicas,
-            router: RouterKind::parse(&a.router).unwrap_or_default(),
+            router: a
+                .router
+                .as_deref()
+                .and_then(RouterKind::parse)
+                .unwrap_or_default(),
         }
     }
 
-    /// `a` with these in place of its own.
+    /// `a` with these in place of its own (its `--router`, if given, stays: a recorded
+    /// fleet may be predicted behind another router).
     pub fn apply(self, a: &ValidateArgs) -> ValidateArgs {
         ValidateArgs {
             scale: self.scale,
@@ -64,7 +69,7 @@ impl RecordedArgs {
             slots: self.slots,
             kv_tokens: self.kv_tokens,
             replicas: self.replicas,
-            router: self.router.name(),
+            router: a.router.clone().or_else(|| Some(self.router.name())),
             ..a.clone()
         }
     }
@@ -136,12 +141,12 @@ pub(super) fn replay(
         dir.display(),
         recorded.flags()
     );
-    recorded.write(&args.out)?;
     // the report's workload line: the recorded traces' length
     let args = &ValidateArgs {
         requests: rec.measured[0].1.len(),
         ..recorded.apply(args)
     };
+    RecordedArgs::of(args).write(&args.out)?;
     let model = server_model(args, &rec.meta)?;
     let cap = length_cap(args, &model);
     eprintln!(

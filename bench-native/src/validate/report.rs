@@ -235,13 +235,21 @@ fn fleet_section(s: &mut String, r: &ValidateReport, args: &ValidateArgs, m: &Se
                 .filter_map(|rep| FLEET_METRICS.iter().find(|f| f.0 == name)?.1(rep))
                 .map(|v| format!(" / {:.d$}", v * k))
                 .collect();
-            let _ = write!(s, "| {:.d$} / {:.d$}{later} ({:+.0} %) ", p * k, me * k, e * 100.0);
+            let _ = write!(
+                s,
+                "| {:.d$} / {:.d$}{later} ({:+.0} %) ",
+                p * k,
+                me * k,
+                e * 100.0
+            );
         }
         s.push_str("|\n");
     }
     let noise = r
         .noise_over(&FLEET_METRICS)
-        .map_or("one round: not measured".into(), |n| format!("{:.1} %", n * 100.0));
+        .map_or("one round: not measured".into(), |n| {
+            format!("{:.1} %", n * 100.0)
+        });
     let _ = writeln!(
         s,
         "\nEach cell: predicted / measured in every round (error against the first). \

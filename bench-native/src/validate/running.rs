@@ -74,7 +74,10 @@ pub(super) fn measure(args: &ValidateArgs, command: &str) -> anyhow::Result<Vali
     // The measured runs go through the balancer when there is one; the microbenchmarks
     // stay on the one replica at --url.
     let run_endpoint = EndpointConfig {
-        url: args.balancer.clone().unwrap_or_else(|| endpoint.url.clone()),
+        url: args
+            .balancer
+            .clone()
+            .unwrap_or_else(|| endpoint.url.clone()),
         ..endpoint.clone()
     };
     let summaries = measure_rounds(args, &rt, &run_endpoint, &rates, &traces)?;
