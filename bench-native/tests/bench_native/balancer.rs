@@ -10,9 +10,9 @@
 //!
 //! Asserted: per policy, the median |relative error| over those four metrics at every rate
 //! is ≤ 15 %, or, when the measurement's own noise (the second round against the first,
-//! same cells) is above 15 %, ≤ twice that noise; and where the two policies' measured
-//! mean TTFT differ by more than that noise, they differ in the direction the simulator
-//! predicts. Everything runs on loopback ports picked here, and every process is stopped
+//! same cells) is above 15 %, ≤ 15 % + twice that noise (see [`bound`]); and where the
+//! simulator predicts the policies' mean TTFT to differ (by ≥ 2 %) and the measured
+//! difference exceeds its round-to-round noise, the signs agree. Everything runs on loopback ports picked here, and every process is stopped
 //! by its PID when its guard drops, on failure too. `KVQUEUE_FLEET_OUT=DIR` keeps the
 //! reports there (results/fleet-live/ is made this way).
 
@@ -124,6 +124,20 @@ fn haproxy(dir: &Path, replicas: &[u16], leastconn: bool) -> Balancer {
     Balancer { child, port }.ready("haproxy")
 }
 
+/// The bound on the median |relative error|: the 15 % target while the measurement's own
+/// noise (median round-to-round difference) is within it; above, the target plus twice the
+/// noise, since the prediction is scored against one noisy measurement with a cost fitted
+/// from microbenchmarks taken under the same noise. Noise above 40 % leaves a bound over
+/// 95 % that only a gross over-prediction could break: the test refuses to call that a
+/// check and fails, naming the machine's load.
+fn bound(noise: f64) -> f64 {
+    if noise > TARGET {
+        TARGET + 2.0 * noise
+    } else {
+        TARGET
+    }
+}
+
 /// `validate` of the fleet behind `balancer`, fitted on `replica`, as `router`.
 fn validate_fleet(
     replica: &str,
@@ -147,7 +161,7 @@ fn validate_fleet(
         "2048",
         rates,
         "--requests",
-        "40",
+        "36",
         "--scale",
         "0.25",
         "--max-len",
@@ -265,7 +279,7 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
             &a.url(),
             &lb.url(),
             "round_robin",
-            "--load=0.3,0.55,0.8,1.0",
+            "--load=0.4,0.6,0.8,1.0",
             &rr_dir,
         )
     };
@@ -293,11 +307,11 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     for rep in [&rr, &lc] {
         assert_eq!(rep.rates.len(), 4);
         for r in &rep.rates {
-            assert_eq!(r.measured.completed, 40, "rate {}", r.rate);
+            assert_eq!(r.measured.completed, 36, "rate {}", r.rate);
             assert_eq!(r.measured.errors, 0, "rate {}", r.rate);
             assert_eq!(r.repeats.len(), 1);
-            assert_eq!(r.repeats[0].completed, 40, "rate {}", r.rate);
-            assert_eq!(r.predicted.completed, 40, "rate {}", r.rate);
+            assert_eq!(r.repeats[0].completed, 36, "rate {}", r.rate);
+            assert_eq!(r.predicted.completed, 36, "rate {}", r.rate);
         }
     }
 
@@ -328,7 +342,7 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     ] {
         let err = rep.median_error_over(&FLEET_METRICS);
         let noise = rep.noise_over(&FLEET_METRICS).expect("two rounds");
-        let bound = if noise > TARGET { 2.0 * noise } else { TARGET };
+        let bound = bound(noise);
         let _ = writeln!(
             md,
             "| {policy} | {router} | {:.1} % | {:.1} % | {:.0} %{} |",
@@ -404,6 +418,12 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     eprintln!("{md}");
 
     for (policy, err, noise, bound) in checks {
+        assert!(
+            noise <= 0.40,
+            "{policy}: the measurement's own noise is {:.0} % (load average {load_after}): \
+             too loaded a machine to check a prediction against",
+            noise * 100.0
+        );
         assert!(
             err <= bound,
             "{policy}: median |relative error| {:.1} % above the bound {:.0} % (noise {:.1} %)",
