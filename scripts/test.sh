@@ -3,8 +3,9 @@
 #   1. format check  2. clippy (native; wasm32 for engine and app)
 #   3. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
 #      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
-#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server
-#      and a real vLLM (a missing server fails them), and the property tests at more cases
+#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server,
+#      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them), and the property
+#      tests at more cases
 #   5. wasm tests (engine in Node, app in headless Chromium)  6. release build of the page
 #   7. end-to-end test of the built page in headless Chromium (playwright-core)
 # and ends with every runner's summary and the total time. Exit status: non-zero if any

@@ -349,7 +349,11 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
             err * 100.0,
             noise * 100.0,
             bound * 100.0,
-            if noise > TARGET { " (2 × noise)" } else { "" }
+            if noise > TARGET {
+                " (15 % + 2 × noise)"
+            } else {
+                ""
+            }
         );
         checks.push((policy, err, noise, bound));
     }
