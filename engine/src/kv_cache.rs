@@ -14,7 +14,7 @@ mod prefix;
 pub use prefix::PrefixCounts;
 
 use crate::config::KvMode;
-use crate::workload::shared::block_key;
+use crate::workload::shared::{block_key, shared_blocks};
 use crate::workload::{Request, SharedTokens};
 use prefix::PrefixTable;
 
@@ -29,6 +29,12 @@ impl Prefix {
     #[inline]
     fn key(&self, r: &Request, j: u64, bs: u64) -> u64 {
         block_key(self.shared.as_ref(), r.id, r.group, r.conv, j, bs)
+    }
+
+    /// Leading blocks of `r` another request may share ([`shared_blocks`]).
+    #[inline]
+    fn shareable(&self, r: &Request, bs: u64) -> u64 {
+        shared_blocks(self.shared.as_ref(), r.id, r.group, r.conv, bs)
     }
 }
 
@@ -128,7 +134,9 @@ impl KvCache {
     /// at least one token is always prefilled (as vLLM does). The blocks come from the
     /// free room above the watermark, counting cached blocks no one holds as free
     /// (those it hits stop being free). `None` (and nothing changed) if they do not fit.
-    pub fn admit_paged(&mut self, r: &Request, target: u32) -> Option<(u64, u32)> {
+    /// Only a request that was `preempted` looks past the blocks it may share with others
+    /// (its own blocks can be cached only then); the others count as looked up and missed.
+    pub fn admit_paged(&mut self, r: &Request, target: u32, preempted: bool) -> Option<(u64, u32)> {
         let need = self.blocks_for(target as u64);
         let bs = self.block_size;
         let free = self.free_blocks();
@@ -137,10 +145,15 @@ impl KvCache {
             return self.try_take_above_watermark(need).then_some((need, 0));
         };
         let max_hit = (target.max(1) as u64 - 1) / bs;
+        let look = if preempted {
+            max_hit
+        } else {
+            max_hit.min(p.shareable(r, bs))
+        };
         let shared = p.shared.as_ref();
         let idle_hits = p
             .table
-            .find_prefix((0..max_hit).map(|j| block_key(shared, r.id, r.group, r.conv, j, bs)));
+            .find_prefix((0..look).map(|j| block_key(shared, r.id, r.group, r.conv, j, bs)));
         let hits = p.table.found.len() as u64;
         let fresh = need - hits;
         if fresh + idle_hits + wm > free {
@@ -170,7 +183,8 @@ impl KvCache {
         let Some(p) = self.prefix.as_deref_mut() else {
             return;
         };
-        let full = kv_tokens / bs;
+        // Only blocks others may share: a request's own are found only after it leaves.
+        let full = (kv_tokens / bs).min(p.shareable(r, bs));
         let mut j = *cached as u64;
         while j < full {
             let key = p.key(r, j, bs);
@@ -183,11 +197,20 @@ impl KvCache {
         *cached = j as u32;
     }
 
-    /// A request leaves (finished or preempted) holding `blocks`, the first `cached` of
-    /// them from the prefix cache, with `kv_tokens` tokens computed. With the cache on,
-    /// its full blocks stay cached, idle once no one holds them, the last block first in
-    /// line for eviction and block 0 last (as vLLM frees them); the rest is freed.
-    pub fn release_request(&mut self, r: &Request, cached: u32, blocks: u64, kv_tokens: u64) {
+    /// A request leaves (finished, or `preempted`) holding `blocks`, the first `cached`
+    /// of them from the prefix cache, with `kv_tokens` tokens computed. With the cache
+    /// on, its full blocks stay cached, idle once no one holds them, the last block first
+    /// in line for eviction and block 0 last (as vLLM frees them); the rest is freed. A
+    /// finished request's blocks that no other request can share stay as one anonymous
+    /// run (they take room and LRU places, and nothing can find them).
+    pub fn release_request(
+        &mut self,
+        r: &Request,
+        cached: u32,
+        blocks: u64,
+        kv_tokens: u64,
+        preempted: bool,
+    ) {
         let bs = self.block_size;
         let Some(p) = self.prefix.as_deref_mut() else {
             self.release(blocks);
@@ -198,7 +221,14 @@ impl KvCache {
         // Own blocks past the full ones hold nothing reusable; own full ones become idle
         // cached blocks unless the same key is cached already; held ones lose a holder.
         let mut freed = blocks - full;
-        for j in (cached..full).rev() {
+        let keyed = if preempted {
+            full
+        } else {
+            p.shareable(r, bs).clamp(cached, full)
+        };
+        p.table.insert_anon(full - keyed);
+        freed += full - keyed;
+        for j in (cached..keyed).rev() {
             let key = p.key(r, j, bs);
             if !p.table.contains(key) {
                 p.table.insert_idle(key);
@@ -256,8 +286,9 @@ impl KvCache {
             self.peak_blocks = self.peak_blocks.max(self.used_blocks);
             if let Some(p) = self.prefix.as_deref_mut() {
                 // Free room that cached blocks still occupy: evict them, LRU first.
-                while self.used_blocks + p.table.idle > self.total_blocks {
-                    p.table.evict_lru();
+                let over = (self.used_blocks + p.table.idle).saturating_sub(self.total_blocks);
+                if over > 0 {
+                    p.table.evict(over);
                 }
             }
             true

@@ -178,7 +178,9 @@ impl PlanCtx<'_> {
     /// were reserved at arrival. Returns the grant to pass to [`PlanCtx::admit`].
     pub fn take_blocks_for(&mut self, head: &Seq) -> Option<Grant> {
         if self.kv.mode() == crate::config::KvMode::Paged {
-            let (blocks, hit) = self.kv.admit_paged(&head.req, head.prefill_target)?;
+            let (blocks, hit) =
+                self.kv
+                    .admit_paged(&head.req, head.prefill_target, head.preemptions > 0)?;
             Some(Grant { blocks, hit })
         } else {
             Some(Grant {

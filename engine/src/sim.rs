@@ -627,7 +627,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             };
             self.prefilled = self.prefilled.min(self.running.len());
             self.kv
-                .release_request(&s.req, s.cached, s.blocks, s.kv_tokens);
+                .release_request(&s.req, s.cached, s.blocks, s.kv_tokens, true);
             s.cached = 0;
             s.blocks = 0;
             s.kv_tokens = 0;
@@ -969,7 +969,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Releases a completed sequence's KV and records it.
     fn depart(&mut self, s: &Seq, t: f64) {
         self.kv
-            .release_request(&s.req, s.cached, s.blocks, s.kv_tokens);
+            .release_request(&s.req, s.cached, s.blocks, s.kv_tokens, false);
         self.work_tokens -= u64::from(s.req.prompt);
         self.log.finished(s.req.id, t);
         // From entry, as the area of Little's law counts.

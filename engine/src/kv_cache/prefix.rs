@@ -7,7 +7,11 @@
 //! order and stops at the first miss; the hits need no prefill.
 //!
 //! The table is a slab of entries with an intrusive doubly linked LRU list of the idle
-//! ones and a hash map from key to slot, so every operation is O(1) per block.
+//! ones and a hash map from key to slot, so every operation is O(1) per block. Blocks
+//! that only their own request could ever find (past what it shares with others,
+//! [`crate::workload::shared::shared_blocks`]) leave a finished request as one
+//! *anonymous* run in the idle list: they take room and LRU places like any cached
+//! block, at O(1) per request.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -40,6 +44,8 @@ struct Entry {
     key: u64,
     /// Running requests holding the block (0: idle, in the LRU list).
     refs: u32,
+    /// An anonymous run of this many idle blocks (not in the key map); 0 for a keyed block.
+    anon: u32,
     prev: u32,
     next: u32,
 }
@@ -171,25 +177,57 @@ impl PrefixTable {
         }
     }
 
-    /// Evicts the least recently used idle block. Returns false if none is idle.
-    pub(crate) fn evict_lru(&mut self) -> bool {
-        let i = self.head;
-        if i == NIL {
-            return false;
+    /// Adds `n` idle blocks no other request can find, as one run at the most recently
+    /// used end (a finished request's own blocks).
+    pub(crate) fn insert_anon(&mut self, n: u64) {
+        if n == 0 {
+            return;
         }
-        self.unlink(i);
-        let key = self.slots[i as usize].key;
-        self.map.remove(&key);
-        self.free_slots.push(i);
-        self.idle -= 1;
-        self.counts.evictions += 1;
-        true
+        let i = self.alloc(0, 0);
+        self.slots[i as usize].anon = n.min(u32::MAX as u64) as u32;
+        self.push_mru(i);
+        self.idle += n.min(u32::MAX as u64);
+        self.note_peak();
+    }
+
+    /// Evicts up to `n` idle blocks, least recently used first; returns how many.
+    pub(crate) fn evict(&mut self, n: u64) -> u64 {
+        let mut done = 0;
+        while done < n {
+            let i = self.head;
+            if i == NIL {
+                break;
+            }
+            let e = &mut self.slots[i as usize];
+            if e.anon as u64 > n - done {
+                e.anon -= (n - done) as u32;
+                done = n;
+                break;
+            }
+            done += u64::from(e.anon.max(1));
+            let (key, anon) = (e.key, e.anon);
+            self.unlink(i);
+            if anon == 0 {
+                self.map.remove(&key);
+            }
+            self.free_slots.push(i);
+        }
+        self.idle -= done;
+        self.counts.evictions += done;
+        done
+    }
+
+    /// Evicts the least recently used idle block. Returns false if none is idle.
+    #[cfg(test)]
+    pub(crate) fn evict_lru(&mut self) -> bool {
+        self.evict(1) == 1
     }
 
     fn alloc(&mut self, key: u64, refs: u32) -> u32 {
         let e = Entry {
             key,
             refs,
+            anon: 0,
             prev: NIL,
             next: NIL,
         };
@@ -248,7 +286,7 @@ impl PrefixTable {
     /// holds exactly the entries no one holds, in a consistent chain, and the counts
     /// agree with the entries. Returns what is wrong, if anything.
     pub(crate) fn check(&self) -> Result<(), String> {
-        let mut n = 0u64;
+        let (mut n, mut keyed, mut steps) = (0u64, 0u64, 0u64);
         let mut i = self.head;
         let mut prev = NIL;
         while i != NIL {
@@ -259,11 +297,15 @@ impl PrefixTable {
             if e.prev != prev {
                 return Err("idle list broken".into());
             }
-            if self.map.get(&e.key) != Some(&i) {
-                return Err("idle block missing from the key map".into());
+            if e.anon == 0 {
+                if self.map.get(&e.key) != Some(&i) {
+                    return Err("idle block missing from the key map".into());
+                }
+                keyed += 1;
             }
-            n += 1;
-            if n > self.slots.len() as u64 {
+            n += u64::from(e.anon.max(1));
+            steps += 1;
+            if steps > self.slots.len() as u64 {
                 return Err("idle list has a cycle".into());
             }
             prev = i;
@@ -280,7 +322,7 @@ impl PrefixTable {
             .values()
             .filter(|&&i| self.slots[i as usize].refs > 0)
             .count() as u64;
-        if live != self.live || self.map.len() as u64 != self.live + self.idle {
+        if live != self.live || self.map.len() as u64 != self.live + keyed {
             return Err(format!(
                 "{live} held blocks found, {} counted ({} keys, {} idle)",
                 self.live,
@@ -322,5 +364,17 @@ mod tests {
         t.check().unwrap();
         assert_eq!(t.counts.evictions, 3);
         assert_eq!(t.counts.peak_cached_blocks, 3);
+        // Anonymous runs: evicted block by block, in their LRU place.
+        t.insert_anon(3);
+        t.insert_idle(8);
+        t.insert_anon(2);
+        assert_eq!(t.idle, 6);
+        assert_eq!(t.evict(2), 2);
+        t.check().unwrap();
+        assert_eq!(t.evict(2), 2);
+        assert!(!t.contains(8), "the run of 3 went, then 8");
+        assert_eq!(t.evict(5), 2, "only the last run is left");
+        assert_eq!(t.idle, 0);
+        t.check().unwrap();
     }
 }
