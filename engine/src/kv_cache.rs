@@ -150,6 +150,12 @@ impl KvCache {
         } else {
             max_hit.min(p.shareable(r, bs))
         };
+        // Only hits on held blocks take no room: when even hitting every held block
+        // could not fit, the lookup can be skipped (a long queue retries its head at
+        // every step).
+        if need - look.min(p.table.live).min(need) + wm > free {
+            return None;
+        }
         let shared = p.shared.as_ref();
         let idle_hits = p
             .table
@@ -188,10 +194,9 @@ impl KvCache {
         let mut j = *cached as u64;
         while j < full {
             let key = p.key(r, j, bs);
-            if p.table.contains(key) {
+            if !p.table.insert_live(key) {
                 break;
             }
-            p.table.insert_live(key);
             j += 1;
         }
         *cached = j as u32;
@@ -230,9 +235,7 @@ impl KvCache {
         freed += full - keyed;
         for j in (cached..keyed).rev() {
             let key = p.key(r, j, bs);
-            if !p.table.contains(key) {
-                p.table.insert_idle(key);
-            }
+            p.table.insert_idle(key);
             freed += 1;
         }
         for j in (0..cached).rev() {

@@ -138,23 +138,49 @@ impl PrefixTable {
         self.map.contains_key(&key)
     }
 
-    /// Adds `key` as a live block held once (a holder's own block, just computed).
-    /// The caller checked it is absent.
-    pub(crate) fn insert_live(&mut self, key: u64) {
-        let i = self.alloc(key, 1);
-        self.map.insert(key, i);
-        self.live += 1;
-        self.note_peak();
+    /// Adds `key` as a live block held once (a holder's own block, just computed), if
+    /// absent; returns whether it was added.
+    pub(crate) fn insert_live(&mut self, key: u64) -> bool {
+        let next = self.next_slot();
+        match self.map.entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(next);
+                self.fill(next, key, 1);
+                self.live += 1;
+                self.note_peak();
+                true
+            }
+        }
     }
 
     /// Adds `key` as an idle block at the most recently used end (a leaving holder's own
-    /// block). The caller checked it is absent.
+    /// block), if absent.
     pub(crate) fn insert_idle(&mut self, key: u64) {
-        let i = self.alloc(key, 0);
-        self.map.insert(key, i);
-        self.push_mru(i);
-        self.idle += 1;
-        self.note_peak();
+        let next = self.next_slot();
+        if let std::collections::hash_map::Entry::Vacant(v) = self.map.entry(key) {
+            v.insert(next);
+            self.fill(next, key, 0);
+            self.push_mru(next);
+            self.idle += 1;
+            self.note_peak();
+        }
+    }
+
+    /// The slot the next [`PrefixTable::fill`] takes.
+    #[inline]
+    fn next_slot(&self) -> u32 {
+        match self.free_slots.last() {
+            Some(&i) => i,
+            None => self.slots.len() as u32,
+        }
+    }
+
+    /// Takes slot `i` (from [`PrefixTable::next_slot`]) for `key`.
+    #[inline]
+    fn fill(&mut self, i: u32, key: u64, refs: u32) {
+        let taken = self.alloc(key, refs);
+        debug_assert_eq!(taken, i);
     }
 
     /// Drops one hold on `key`'s block; the last one makes it idle (most recently used).
