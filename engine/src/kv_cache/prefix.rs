@@ -133,7 +133,7 @@ impl PrefixTable {
     }
 
     /// Whether `key` is in the table.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn contains(&self, key: u64) -> bool {
         self.map.contains_key(&key)
     }

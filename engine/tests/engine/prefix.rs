@@ -201,3 +201,83 @@ fn the_cache_changes_nothing_when_nothing_is_shared_or_it_is_off() {
         assert!(!json.contains("kv_cached_tokens"));
     }
 }
+
+/// The validation grid of Che's approximation (docs/accuracy.md, Prefix cache): a
+/// vLLM-like server (chunked, 16-token blocks, the A10G table cost) under 4 req/s of
+/// fixed 128 → 64-token requests, a share of them behind one of G system prompts of 512
+/// tokens (Zipf 1 popularity), at two KV sizes.
+fn model_grid() -> Vec<(f64, u32, u64)> {
+    let mut g = Vec::new();
+    for share in [0.5, 0.9] {
+        for groups in [4, 32] {
+            for kv in [8192, 32768] {
+                g.push((share, groups, kv));
+            }
+        }
+    }
+    g
+}
+
+fn grid_config(share: f64, groups: u32, kv: u64, seed: u64) -> SimConfig {
+    let mut cfg = SimConfig::vllm_like(4.0);
+    cfg.workload.lengths = LengthDist::Fixed {
+        prompt: 128,
+        output: 64,
+    };
+    cfg.workload.shared = Some(SharedTokens::Prefixes {
+        system: SystemPrompts {
+            groups,
+            share,
+            tokens: 512,
+            zipf: 1.0,
+        },
+    });
+    cfg.server.max_batch = 32;
+    cfg.server.kv_tokens = kv;
+    cfg.server.prefix_cache = PrefixCache::Apc;
+    cfg.horizon_s = 600.0;
+    cfg.seed = seed;
+    cfg.keep_records = false;
+    cfg.timeseries_points = 0;
+    cfg
+}
+
+#[test]
+fn che_hit_rate_and_mean_ttft_match_the_simulator() {
+    use engine::analytic::predict_prefix_cache;
+    use engine::metrics::Aggregate;
+    println!("share groups kv_tokens | hit_sim ± ci95 hit_model | ttft_sim_ms ± ci95 ttft_model_ms | ttft_off_model_ms");
+    for (share, groups, kv) in model_grid() {
+        let runs: Vec<_> = (0..5)
+            .map(|seed| simulate(&grid_config(share, groups, kv, seed)).unwrap())
+            .collect();
+        let hit = Aggregate::of(
+            runs.iter()
+                .map(|r| r.stats.prefix.as_ref().unwrap().block_hit_rate),
+        );
+        let ttft = Aggregate::of(runs.iter().map(|r| r.summary.ttft.mean));
+        let m = predict_prefix_cache(&grid_config(share, groups, kv, 0)).unwrap();
+        let (hs, hc) = (hit.mean.unwrap(), hit.ci95.unwrap());
+        let (ts, tc) = (ttft.mean.unwrap(), ttft.ci95.unwrap());
+        let tm = m.ttft_mean_s.unwrap();
+        println!(
+            "{share} {groups} {kv} | {hs:.4} ± {hc:.4} {:.4} | {:.2} ± {:.2} {:.2} | {:.2}",
+            m.block_hit_rate,
+            ts * 1e3,
+            tc * 1e3,
+            tm * 1e3,
+            m.ttft_mean_off_s.unwrap() * 1e3
+        );
+        // The seeds' 95 % interval, widened by the model's own approximation error:
+        // Che's (independent references, no burst misses) and the batching model's.
+        assert!(
+            (m.block_hit_rate - hs).abs() <= 2.0 * hc + 0.03,
+            "hit rate {share}/{groups}/{kv}: model {} vs {hs} ± {hc}",
+            m.block_hit_rate
+        );
+        assert!(
+            (tm - ts).abs() <= 2.0 * tc + 0.05 * ts,
+            "mean TTFT {share}/{groups}/{kv}: model {tm} vs {ts} ± {tc}"
+        );
+    }
+}
