@@ -249,9 +249,10 @@ impl ServerConfig {
     /// later re-prefills prompt + generated tokens). V1 keeps no admission watermark.
     ///
     /// Mapping: `chunked`, `paged` with those blocks, watermark 0, no queue cap. Known
-    /// differences: prefix caching is not modelled (run the server with
-    /// `--no-enable-prefix-caching` or distinct prompts), nor V1's
-    /// `long_prefill_token_threshold` (off by default).
+    /// differences: the prefix cache is off here (vLLM V1's is on by default: set
+    /// `prefix_cache` to `apc` to model it, or run the server with
+    /// `--no-enable-prefix-caching` or distinct prompts), and V1's
+    /// `long_prefill_token_threshold` is not modelled (off by default).
     pub fn vllm_v1(
         max_num_seqs: u32,
         kv_blocks: u64,
