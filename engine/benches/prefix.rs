@@ -50,8 +50,8 @@ mod native {
     fn off_and_on(c: &mut Criterion) {
         let mut g = c.benchmark_group("prefix");
         g.sample_size(10);
-        // 8 req/s of requests; conversations: 2 starts/s × 3.9 turns (both stable).
-        for ((name, shared), rate) in workloads().into_iter().zip([8.0, 2.0]) {
+        // 8 req/s of requests; conversations: 1 start/s × 3.9 turns (both stable).
+        for ((name, shared), rate) in workloads().into_iter().zip([8.0, 1.0]) {
             let mut cfg = SimConfig::vllm_like(rate);
             cfg.server.max_batch = 64;
             cfg.server.kv_tokens = 104_336;
