@@ -561,6 +561,52 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_job_replies_with_points_detail_and_model_that_read_back() {
+        use crate::job::{run, Job, Reply, Task};
+        let fleet = FleetState::of(3, RouterKind::PowerOfD { d: 2 });
+        let job = Job {
+            id: 7,
+            params: Params {
+                horizon_s: 50.0,
+                seeds: 2,
+                ..Params::default()
+            },
+            tasks: vec![
+                Task::FleetCurve {
+                    fleet: fleet.clone(),
+                    routers: BENCH_ROUTERS.to_vec(),
+                    rate: 6.0,
+                },
+                Task::FleetDetail {
+                    fleet: fleet.clone(),
+                },
+                Task::FleetModel {
+                    fleet,
+                    rates: vec![3.0, 6.0],
+                },
+            ],
+        };
+        let mut replies = Vec::new();
+        run(&job, &mut |r| {
+            let text = serde_json::to_string(&r).unwrap();
+            replies.push(serde_json::from_str::<Reply>(&text).expect("reads back"));
+        });
+        let points = replies.iter().find_map(|r| match r {
+            Reply::FleetPoints { id: 7, points } => Some(points.clone()),
+            _ => None,
+        });
+        let routers: Vec<_> = points.unwrap().iter().map(|(k, _)| *k).collect();
+        assert_eq!(routers, BENCH_ROUTERS.to_vec());
+        assert!(replies.iter().any(
+            |r| matches!(r, Reply::FleetDetail { id: 7, detail } if detail.utilisation.len() == 3)
+        ));
+        assert!(replies
+            .iter()
+            .any(|r| matches!(r, Reply::FleetModel { id: 7, model } if model.points.len() == 2)));
+        assert_eq!(replies.last(), Some(&Reply::Done { id: 7 }));
+    }
+
+    #[test]
     fn only_random_routing_gets_a_plain_model_line() {
         for r in RouterKind::ALL {
             assert_eq!(model_validated(r), r == RouterKind::Random);

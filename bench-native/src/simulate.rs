@@ -246,11 +246,23 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
         std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
-        let mut j = serde_json::to_value(&rep.summary)?;
-        if let (Some(p), Some(o)) = (&rep.stats.prefix, j.as_object_mut()) {
-            o.insert("prefix_cache".into(), serde_json::to_value(p)?);
+        match &rep.stats.prefix {
+            // The summary as it is, with the prefix cache's metrics after it.
+            Some(p) => {
+                #[derive(serde::Serialize)]
+                struct WithPrefix<'a> {
+                    #[serde(flatten)]
+                    summary: &'a Summary,
+                    prefix_cache: &'a engine::metrics::PrefixSummary,
+                }
+                let j = WithPrefix {
+                    summary: &rep.summary,
+                    prefix_cache: p,
+                };
+                println!("{}", serde_json::to_string_pretty(&j)?);
+            }
+            None => println!("{}", serde_json::to_string_pretty(&rep.summary)?),
         }
-        println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         print!("{}", summary_table(&rep.summary));
         if let Some(p) = &rep.stats.prefix {

@@ -14,7 +14,7 @@ mod prefix;
 pub use prefix::PrefixCounts;
 
 use crate::config::KvMode;
-use crate::workload::shared::{block_key, shared_blocks};
+use crate::workload::shared::{block_chain, shared_blocks};
 use crate::workload::{Request, SharedTokens};
 use prefix::PrefixTable;
 
@@ -27,8 +27,11 @@ struct Prefix {
 
 impl Prefix {
     #[inline]
-    fn key(&self, r: &Request, j: u64, bs: u64) -> u64 {
-        block_key(self.shared.as_ref(), r.id, r.group, r.conv, j, bs)
+    fn key(&self, r: &Request, j: u64, bs: u64) -> (u64, u64) {
+        (
+            block_chain(self.shared.as_ref(), r.id, r.group, r.conv, j, bs),
+            j,
+        )
     }
 
     /// Leading blocks of `r` another request may share ([`shared_blocks`]).
@@ -159,7 +162,7 @@ impl KvCache {
         let shared = p.shared.as_ref();
         let idle_hits = p
             .table
-            .find_prefix((0..look).map(|j| block_key(shared, r.id, r.group, r.conv, j, bs)));
+            .find_prefix((0..look).map(|j| (block_chain(shared, r.id, r.group, r.conv, j, bs), j)));
         let hits = p.table.found.len() as u64;
         let fresh = need - hits;
         if fresh + idle_hits + wm > free {

@@ -12,11 +12,13 @@
 //! is ≤ 15 %, or, when the measurement's own noise (the second round against the first,
 //! same cells) is above 15 %, ≤ 15 % + twice that noise (see [`bound`]); and where the
 //! simulator predicts the policies' mean TTFT to differ (by ≥ 2 %) and the measured
-//! difference exceeds its round-to-round noise, the signs agree. Everything runs on loopback ports picked here, and every process is stopped
-//! by its PID when its guard drops, on failure too. `KVQUEUE_FLEET_OUT=DIR` keeps the
-//! reports there (results/fleet-live/ is made this way).
+//! difference exceeds its round-to-round noise, the signs agree.
+//!
+//! Everything runs on loopback ports picked here, and every process is stopped by its PID
+//! when its guard drops, on failure too. `KVQUEUE_FLEET_OUT=DIR` keeps the reports there
+//! (results/fleet-live/ is made this way).
 
-use crate::common::free_port;
+use crate::common::{free_port, repo_root};
 use crate::live::{http_status, Server};
 use bench_native::cli::{Cli, Command as Sub};
 use bench_native::validate::{self, ValidateReport, FLEET_METRICS};
@@ -181,7 +183,7 @@ fn validate_fleet(
         "--out",
         out.to_str().unwrap(),
     ];
-    let command = argv.join(" ");
+    let command = as_from_root(&argv);
     let Sub::Validate(args) = Cli::try_parse_from(&argv).unwrap().command else {
         panic!("not the validate subcommand")
     };
@@ -189,6 +191,12 @@ fn validate_fleet(
         command.clone(),
         validate::validate(&args, &command).unwrap(),
     )
+}
+
+/// The command line as typed from the repository root (paths under it relative).
+fn as_from_root(argv: &[&str]) -> String {
+    argv.join(" ")
+        .replace(&format!("{}/", repo_root().display()), "")
 }
 
 /// Per rate: (predicted, measured in each round) of `metric` (an index of FLEET_METRICS).
@@ -218,7 +226,7 @@ fn replay_as(dir: &Path, router: &str, out: &Path) -> (String, ValidateReport) {
         "--out",
         out.to_str().unwrap(),
     ];
-    let command = argv.join(" ");
+    let command = as_from_root(&argv);
     let Sub::Validate(args) = Cli::try_parse_from(&argv).unwrap().command else {
         panic!("not the validate subcommand")
     };
@@ -238,7 +246,8 @@ fn loadavg() -> String {
 
 fn out_dir() -> (PathBuf, bool) {
     match std::env::var_os("KVQUEUE_FLEET_OUT") {
-        Some(d) if !d.is_empty() => (PathBuf::from(d), true),
+        // relative to the repository root (tests run in bench-native/)
+        Some(d) if !d.is_empty() => (repo_root().join(d), true),
         _ => (
             std::env::temp_dir().join(format!("kvqueue-fleet-{}", std::process::id())),
             false,

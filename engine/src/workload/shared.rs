@@ -225,8 +225,23 @@ pub fn block_key(
     j: u64,
     bs: u64,
 ) -> u64 {
+    mix(block_chain(shared, id, group, conv, j, bs) ^ mix(j))
+}
+
+/// The chain block `j` belongs to: [`block_key`] is a function of (chain, j), and
+/// blocks with equal keys have equal chains and indices. A group's system prompt, a
+/// conversation, a trace block id and a request's own tokens are each one chain.
+#[inline]
+pub fn block_chain(
+    shared: Option<&SharedTokens>,
+    id: u64,
+    group: u16,
+    conv: u32,
+    j: u64,
+    bs: u64,
+) -> u64 {
     let end = (j + 1) * bs;
-    let base = match shared {
+    match shared {
         Some(SharedTokens::Blocks { blocks }) => {
             let ids = blocks.of(id as usize);
             let m = (end - 1) / blocks.block_tokens.max(1) as u64;
@@ -238,8 +253,7 @@ pub fn block_key(
         Some(s) if group > 0 && end <= s.system_tokens() as u64 => GROUP | (group as u64) << 32,
         _ if conv > 0 => CONV | (conv as u64) << 24,
         _ => OWN | (id << 20),
-    };
-    mix(base ^ mix(j))
+    }
 }
 
 /// How many leading full blocks of a request (labels as in [`block_key`]) can have a
