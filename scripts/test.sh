@@ -3,8 +3,9 @@
 #   1. format check  2. clippy (native; wasm32 for engine and app)
 #   3. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
 #      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
-#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server
-#      and a real vLLM (a missing server fails them), and the property tests at more cases
+#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server,
+#      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them), and the property
+#      tests at more cases
 #   5. wasm tests (engine in Node, app in headless Chromium)  6. release build of the page
 #   7. end-to-end test of the built page in headless Chromium (playwright-core)
 # and ends with every runner's summary and the total time. Exit status: non-zero if any
@@ -53,7 +54,7 @@ step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HER
   cargo test --workspace --profile ci --locked
 # The live tier: every `live:` test (one at a time; see bench-native/tests/bench_native/).
 step live-tests cargo test -p bench-native --profile ci --locked --test bench_native -- \
-  --ignored --test-threads 1 real_server:: server_sweep:: vllm_server:: validate:: soak:: slurm::
+  --ignored --test-threads 1 real_server:: server_sweep:: vllm_server:: validate:: soak:: slurm:: balancer::
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib

@@ -8,11 +8,14 @@
 //! * [`draw_cdf`] — empirical CDFs of TTFT;
 //! * [`draw_timeseries`] — queue, batch and KV use over one run;
 //! * [`draw_timeline`] — one row per request, its phases;
-//! * [`draw_panels`] — the lessons' plain x–y panels.
+//! * [`draw_panels`] — the lessons' plain x–y panels;
+//! * [`draw_fleet_curves`], [`draw_replicas`] — the Fleet view's load curves and
+//!   per-replica utilisation bars.
 //!
 //! [`DrawingBackend`]: plotters::prelude::DrawingBackend
 
 mod cdf;
+mod fleet;
 mod frame;
 pub mod legend;
 mod load;
@@ -25,6 +28,7 @@ mod timeline;
 mod timeseries;
 
 pub use cdf::draw_cdf;
+pub use fleet::{draw_fleet_curves, draw_replicas, fleet_model_curve, FLEET_METRICS};
 pub use frame::Geometry;
 pub use load::{draw_load, load_svg, LoadChart};
 pub use palette::{palette, MEASURED_COLORS, MODEL_COLORS, SIM, SLO_COLOR};

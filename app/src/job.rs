@@ -6,11 +6,13 @@
 
 use crate::chart::{Span, StatePoint};
 use crate::curves::CurvePoint;
+use crate::fleet::{FleetDetail, FleetModel, FleetState};
 use crate::learn::{LessonOutput, LessonState};
 use crate::params::Params;
 use engine::analytic::{
     capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
 };
+use engine::fleet::RouterKind;
 use engine::limits::Limits;
 use engine::metrics::Summary;
 use engine::record::Outcome;
@@ -39,6 +41,16 @@ pub enum Task {
     Lesson { state: LessonState },
     /// A short run at the chosen rate with its event log (the Watch view).
     Watch { requests: u32, seed: u64 },
+    /// Every seed of a fleet at one fleet-wide rate, for each router (the Fleet view).
+    FleetCurve {
+        fleet: FleetState,
+        routers: Vec<RouterKind>,
+        rate: f64,
+    },
+    /// One run of the fleet at its chosen rate, per replica.
+    FleetDetail { fleet: FleetState },
+    /// The analytical fleet model at these rates.
+    FleetModel { fleet: FleetState, rates: Vec<f64> },
 }
 
 impl Task {
@@ -46,6 +58,8 @@ impl Task {
     pub fn runs(&self, seeds: u32) -> u32 {
         match self {
             Task::Curve { .. } | Task::Grid { .. } => seeds,
+            Task::FleetCurve { routers, .. } => seeds * routers.len() as u32,
+            Task::FleetDetail { .. } | Task::FleetModel { .. } => 1,
             Task::Detail { .. }
             | Task::Models { .. }
             | Task::Lesson { .. }
@@ -130,6 +144,19 @@ pub enum Reply {
         id: u64,
         tape: Box<crate::watch::Tape>,
     },
+    /// A fleet's curve points at one rate, one per router.
+    FleetPoints {
+        id: u64,
+        points: Vec<(RouterKind, CurvePoint)>,
+    },
+    FleetDetail {
+        id: u64,
+        detail: FleetDetail,
+    },
+    FleetModel {
+        id: u64,
+        model: FleetModel,
+    },
     /// This worker's share is finished.
     Done {
         id: u64,
@@ -180,6 +207,19 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
             Task::Lesson { state } => {
                 crate::learn::run(state).map(|output| Reply::Lesson { id, output })
             }
+            Task::FleetCurve {
+                fleet,
+                routers,
+                rate,
+            } => crate::fleet::curve_points(fleet, p, *rate, routers, &mut || out.tick())
+                .map(|points| Reply::FleetPoints { id, points }),
+            Task::FleetDetail { fleet } => {
+                crate::fleet::detail(fleet, p).map(|detail| Reply::FleetDetail { id, detail })
+            }
+            Task::FleetModel { fleet, rates } => Ok(Reply::FleetModel {
+                id,
+                model: crate::fleet::model(fleet, p, rates),
+            }),
             Task::Watch { requests, seed } => {
                 crate::watch::record(p, *requests, *seed).map(|tape| Reply::Watch {
                     id,
@@ -189,7 +229,12 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
         };
         if matches!(
             task,
-            Task::Detail { .. } | Task::Models { .. } | Task::Lesson { .. } | Task::Watch { .. }
+            Task::Detail { .. }
+                | Task::Models { .. }
+                | Task::Lesson { .. }
+                | Task::Watch { .. }
+                | Task::FleetDetail { .. }
+                | Task::FleetModel { .. }
         ) {
             out.tick();
         }

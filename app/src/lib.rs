@@ -6,7 +6,7 @@
 //! its URL), [`measured`] (file parsers), [`curves`] (aggregation, CSV, capacity) and
 //! [`chart`] (plotters drawing, generic over the backend), [`learn`] (the lessons and
 //! their experiments), [`watch`] (the animation of a short run: its record, replay and
-//! drawing).
+//! drawing), [`fleet`] (the Fleet view: replicas behind a router, its URL and work).
 
 pub mod adopt;
 pub mod chart;
@@ -15,6 +15,7 @@ pub mod curves;
 pub mod drop;
 #[cfg(target_arch = "wasm32")]
 pub mod export;
+pub mod fleet;
 pub mod format;
 pub mod job;
 pub mod learn;

@@ -1,17 +1,19 @@
 //! The page (browser only): the Calculator view (parameter panel, answer bar, charts,
-//! drop zone, share/export), the Learn view (lessons, [`crate::learn_ui`]) and the Watch
-//! view (the animation of a short run, [`crate::watch_ui`]).
+//! drop zone, share/export), the Learn view (lessons, [`crate::learn_ui`]), the Watch
+//! view (the animation of a short run, [`crate::watch_ui`]) and the Fleet view (replicas
+//! behind a router, [`fleet_view`]).
 //!
 //! State lives in signals; the heavy work goes to the worker [`Pool`]. Every change of
 //! the parameters (or of the open lesson) is written to the URL (`history.replaceState`)
 //! and, after a short debounce, starts a new sweep or lesson run, cancelling the previous
 //! one. The calculator only sweeps while it is shown.
 
-use crate::chart::{draw_cdf, draw_load, draw_timeline, draw_timeseries, Geometry, LoadChart};
-use crate::curves::{capacity_at_slo, diagnose, interpolate, to_csv, CurvePoint, PointError};
+use crate::chart::Geometry;
+use crate::curves::{to_csv, CurvePoint};
+use crate::fleet::{wants_fleet, FleetState};
 use crate::format;
 use crate::job::{
-    model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task, SLO_TARGET,
+    model_curves, model_rates, reference_grid, shard, Detail, Job, Models, Reply, Task,
 };
 use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
@@ -25,17 +27,19 @@ use crate::watch_ui::{watch_view, WatchSignals};
 use engine::config::Policy;
 use gloo_timers::callback::Timeout;
 use leptos::prelude::*;
-use plotters::prelude::IntoDrawingArea;
-use plotters_canvas::CanvasBackend;
 use std::cell::RefCell;
 use std::rc::Rc;
 use wasm_bindgen::JsCast;
 
+mod answer;
+mod calc_chart;
+mod fleet_view;
 mod measured_io;
 
-use measured_io::{
-    chart_svg, mark_drawn, report_signals, slo_of, take_dropped, EXPORT_H, EXPORT_W,
-};
+use answer::{answer, error_table};
+use calc_chart::draw;
+use fleet_view::FleetSignals;
+use measured_io::{chart_svg, report_signals, take_dropped, EXPORT_H, EXPORT_W};
 
 /// Which chart is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +56,7 @@ pub enum View {
     Calculator,
     Learn,
     Watch,
+    Fleet,
 }
 
 /// Progress of the current sweep.
@@ -170,6 +175,7 @@ struct Ctx {
     watch: WatchSignals,
     /// The watch state of the last watched run started (None: none, or cancelled).
     watched: StoredValue<Option<WatchState>>,
+    fleet: FleetSignals,
 }
 
 thread_local! {
@@ -194,6 +200,10 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
     let lesson_id = c.learn.run.with_untracked(|r| r.id);
     let lesson_id = (lesson_id != 0).then_some(lesson_id);
     let watch_id = c.watch.run.with_untracked(|r| r.id);
+    if fleet_view::claims(c, &reply) {
+        fleet_view::on_reply(c, w, reply);
+        return;
+    }
     match reply {
         Reply::Watch { id, tape } => {
             c.watch.arrive(id, *tape, now_ms());
@@ -308,6 +318,7 @@ fn start_sweep(c: Ctx) {
     let total = p.rates.len() as u32 * p.seeds + 2;
     let id = next_id();
     c.swept.set_value(Some(p.clone()));
+    fleet_view::forget(c);
     // Submitting cancels whatever the workers ran, a lesson or a watched run included.
     c.learnt.set_value(None);
     c.watched.set_value(None);
@@ -338,6 +349,7 @@ fn start_grid(c: Ctx) {
     let n = pool.borrow().len();
     let id = next_id();
     c.swept.set_value(None);
+    fleet_view::forget(c);
     let mut tasks = reference_grid();
     tasks.reverse();
     let shares = shard(tasks, n);
@@ -371,6 +383,7 @@ fn start_lesson(c: Ctx) {
     c.learnt.set_value(Some(state.clone()));
     c.swept.set_value(None);
     c.watched.set_value(None);
+    fleet_view::forget(c);
     c.learn.run.update(|r| {
         r.id = id;
         r.running = true;
@@ -402,6 +415,7 @@ fn start_watch(c: Ctx) {
     c.watched.set_value(Some(state.clone()));
     c.swept.set_value(None);
     c.learnt.set_value(None);
+    fleet_view::forget(c);
     c.watch.playing.set(false);
     c.watch.tape.set(None);
     c.watch.run.set(crate::watch_ui::WatchRun {
@@ -449,92 +463,6 @@ fn cancel(c: Ctx) {
 
 fn canvas_of(node: &NodeRef<leptos::html::Canvas>) -> Option<web_sys::HtmlCanvasElement> {
     node.get_untracked()
-}
-
-fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
-    let Some(backend) = CanvasBackend::with_canvas_object(canvas.clone()) else {
-        return;
-    };
-    let root = backend.into_drawing_area();
-    let p = c.params.get();
-    let res = match c.tab.get() {
-        Tab::Load => {
-            let points = c.points.get();
-            let models = c.models.with(|m| {
-                m.as_ref()
-                    .map(|m| model_curves(m, p.metric))
-                    .unwrap_or_default()
-            });
-            let measured = c.series.get();
-            let slo = slo_of(&p);
-            let note = c.swept.get_value().and_then(|s| diagnose(&s, &points));
-            let chart = LoadChart {
-                note: note.as_deref(),
-                metric: p.metric,
-                points: &points,
-                models: &models,
-                measured: &measured,
-                chosen_rate: Some(p.rate),
-                slo,
-                caption: None,
-            };
-            let r = draw_load(&root, &chart);
-            if let Ok(g) = &r {
-                mark_drawn(canvas, g, &measured, p.metric);
-            }
-            if !points.is_empty() {
-                set_root_data("chart-points", &points.len().to_string());
-                let first = document()
-                    .document_element()
-                    .and_then(|e| e.get_attribute("data-first-chart-ms"))
-                    .is_some();
-                if !first {
-                    set_root_data("first-chart-ms", &format!("{:.0}", now_ms()));
-                }
-            }
-            r
-        }
-        Tab::Cdf => {
-            let (rate, ttft) = c.detail.with(|d| {
-                d.as_ref()
-                    .map(|d| (d.rate, d.ttft.clone()))
-                    .unwrap_or((p.rate, Vec::new()))
-            });
-            draw_cdf(&root, &[(detail_caption(rate), ttft)], Some(p.slo_ttft_s))
-        }
-        Tab::Time => {
-            let d = c.detail.get().unwrap_or_default();
-            let rate = if d.series.is_empty() { p.rate } else { d.rate };
-            draw_timeseries(
-                &root,
-                &d.series,
-                d.kv_capacity,
-                &detail_caption(rate),
-                c.window.get(),
-            )
-        }
-        Tab::Timeline => {
-            let d = c.detail.get().unwrap_or_default();
-            let rate = if d.spans.is_empty() { p.rate } else { d.rate };
-            let caption = format!(
-                "{} · its first {} requests",
-                detail_caption(rate),
-                crate::job::TIMELINE_REQUESTS
-            );
-            draw_timeline(&root, &d.spans, d.first_token_after_decode, &caption)
-        }
-    };
-    match res {
-        Ok(g) => c.geo.set(g),
-        Err(e) => c
-            .run
-            .update(|r| r.error = Some(format!("drawing failed: {e}"))),
-    }
-}
-
-/// Which run the detail views (CDF, over time, timeline) show.
-fn detail_caption(rate: f64) -> String {
-    format!("simulation at λ = {rate} req/s (seed 0)")
 }
 
 fn download(name: &str, href: &str) {
@@ -624,123 +552,6 @@ fn select_field(
     }
 }
 
-fn answer(c: Ctx) -> impl IntoView {
-    // Only whether a curve sweep runs matters here, not its progress.
-    let sweeping = Memo::new(move |_| c.run.with(|r| r.running() && !r.grid));
-    let failed = Memo::new(move |_| c.run.with(|r| r.error.clone()));
-    let cancelled = Memo::new(move |_| c.run.with(|r| r.cancelled && !r.grid));
-    move || {
-        let p = c.params.get();
-        let points = c.points.get();
-        let models = c.models.get();
-        let slo = format!(
-            "TTFT ≤ {} s and TPOT ≤ {} s for ≥ {:.0} % of requests",
-            p.slo_ttft_s,
-            p.slo_tpot_s,
-            SLO_TARGET * 100.0
-        );
-        // Computed from the points of the last sweep, so it goes when a new one starts.
-        let diagnosis = c
-            .swept
-            .get_value()
-            .and_then(|swept| diagnose(&swept, &points));
-        // Every status ends: on an error on show, a failed run or a cancelled one.
-        let sim = if c.blocked() {
-            "not simulated: fix the error shown in place of the chart".to_string()
-        } else if let Some(e) = failed.get() {
-            format!("not simulated: {e}")
-        } else if diagnosis.is_some() {
-            "none".to_string()
-        } else if cancelled.get() && points.len() < p.rates.len() {
-            "not simulated: cancelled".to_string()
-        } else if sweeping.get() || points.len() < p.rates.len() {
-            "simulating…".to_string()
-        } else {
-            match capacity_at_slo(&points, SLO_TARGET) {
-                (Some(r), false) => format!("{r:.2} req/s"),
-                (Some(r), true) => format!("≥ {r:.2} req/s (every swept rate meets it)"),
-                (None, _) => format!(
-                    "below {} req/s (the lowest swept rate misses it)",
-                    p.rates[0]
-                ),
-            }
-        };
-        let model = models
-            .as_ref()
-            .and_then(|m| m.slo_capacity.clone())
-            .map(|(k, r)| format!("{r:.2} req/s ({k})"))
-            .unwrap_or_else(|| "—".into());
-        let (binding, bounds) = match models.as_ref().and_then(|m| m.bounds) {
-            Some(b) => (
-                b.binding.as_str().to_string(),
-                format!(
-                    "compute {:.2} · KV memory {:.2} · sequence slots {:.2} req/s",
-                    b.compute_rps, b.kv_rps, b.slots_rps
-                ),
-            ),
-            None => ("—".into(), String::new()),
-        };
-        let util = models
-            .as_ref()
-            .and_then(|m| m.utilisation)
-            .map(|u| format!("{u:.2}"))
-            .unwrap_or_else(|| "—".into());
-        view! {
-            <div class="answer" id="answer">
-                <div class="big">"Capacity at SLO: "<b id="capacity">{sim}</b>" (simulated) · "<b>{model}</b></div>
-                {diagnosis.map(|d| view! { <div class="big error" id="diagnosis">{d}</div> })}
-                <div>{slo}</div>
-                <div>"Binding limit: "<b id="binding">{binding}</b>" — "{bounds}" · utilisation at λ = "{p.rate}": "{util}</div>
-            </div>
-        }
-    }
-}
-
-fn error_table(c: Ctx) -> impl IntoView {
-    move || {
-        let m = c.params.with(|p| p.metric);
-        let points = c.points.get();
-        let sets = c.measured.get();
-        if sets.is_empty() {
-            return view! { <p class="hint">"Drop a bench-native CSV (per-request or summary), a vLLM bench serve JSON or a reference sweep CSV here, or pick a file, to overlay measurements on the curves."</p> }.into_any();
-        }
-        let rows = sets
-            .iter()
-            .flat_map(|s| {
-                let name = s.name.clone();
-                s.points
-                    .iter()
-                    .filter_map(|mp| {
-                        let (v, _) = mp.get(m)?;
-                        let sim = interpolate(&points, m, mp.rate);
-                        let err = sim.map(|s| PointError::of(m, v, s).describe()).unwrap_or_else(|| "outside the swept rates".into());
-                        Some(view! {
-                            <tr><td>{name.clone()}</td><td>{format::req_per_s(mp.rate)}</td><td>{format::value(m, v)}</td>
-                            <td>{sim.map(|s| format::value(m, s)).unwrap_or_else(|| "—".into())}</td><td>{err}</td></tr>
-                        })
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect::<Vec<_>>();
-        // Each file's notes (a different B/K, rows filtered …) stay next to its errors,
-        // not only in the message of the last file dropped.
-        let notes = sets
-            .iter()
-            .flat_map(|s| s.notes.iter().map(move |n| format!("{}: {n}", s.name)))
-            .map(|n| view! { <li>{n}</li> })
-            .collect::<Vec<_>>();
-        view! {
-            <ul class="hint" id="measured-notes">{notes}</ul>
-            <table class="errors" id="error-table">
-                <thead><tr><th>"file"</th><th>"λ"</th><th>{format!("measured {}", m.name())}</th><th>"simulated"</th><th>"error"</th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-            <button on:click=move |_| c.measured.set(Vec::new())>"clear measurements"</button>
-        }
-        .into_any()
-    }
-}
-
 /// The page.
 #[component]
 pub fn App() -> impl IntoView {
@@ -748,12 +559,16 @@ pub fn App() -> impl IntoView {
     let learn_first = wants_learn(&search);
     let watch_first = wants_watch(&search);
     let (watch0, watch_errs) = WatchState::from_query(&search);
+    let fleet_first = wants_fleet(&search);
+    let (fleet0, fleet_params, fleet_bad) = FleetState::from_query(&search);
     // A lesson URL carries only the lesson's keys: the calculator starts at its default.
     // A watch URL carries the calculator's: the calculator starts on the watched server.
     let (initial, url_errs) = if learn_first {
         (Params::default(), Vec::new())
     } else if watch_first {
         (watch0.params.clone(), Vec::new())
+    } else if fleet_first {
+        (fleet_params, Vec::new())
     } else {
         Params::read_query(&search)
     };
@@ -769,7 +584,7 @@ pub fn App() -> impl IntoView {
         })
         .collect();
     // The calculator's URL as last written: the user's own until the state is valid.
-    let calculator_url = StoredValue::new(if learn_first || watch_first {
+    let calculator_url = StoredValue::new(if learn_first || watch_first || fleet_first {
         initial.to_query()
     } else {
         search.trim_start_matches('?').to_string()
@@ -799,6 +614,8 @@ pub fn App() -> impl IntoView {
             View::Learn
         } else if watch_first {
             View::Watch
+        } else if fleet_first {
+            View::Fleet
         } else {
             View::Calculator
         }),
@@ -816,6 +633,12 @@ pub fn App() -> impl IntoView {
             (watch_first && !watch_errs.is_empty()).then(|| watch_errs.join("; ")),
         ),
         watched: StoredValue::new(None),
+        fleet: FleetSignals::new(
+            fleet0,
+            if fleet_first { fleet_bad } else { Vec::new() },
+            params,
+            search.trim_start_matches('?').to_string(),
+        ),
     };
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
@@ -832,6 +655,7 @@ pub fn App() -> impl IntoView {
             }
             View::Learn => c.learn.state.with(|s| s.to_query()),
             View::Watch => c.watch.state.with(|s| s.to_query()),
+            View::Fleet => fleet_view::query(c),
         };
         if let Ok(h) = window().history() {
             let _ =
@@ -870,6 +694,28 @@ pub fn App() -> impl IntoView {
         pending.set_value(Some(Timeout::new(60, move || {
             if c.view.get_untracked() == View::Calculator {
                 start_sweep(c);
+            }
+        })));
+    });
+    // Fleet state or the replicas' parameters (debounced) → a new fleet sweep, while the
+    // Fleet view is shown and they differ from the last sweep's.
+    let fleet_pending = StoredValue::new_local(None::<Timeout>);
+    Effect::new(move |_| {
+        let now = (c.fleet.state.get(), c.params.get());
+        if c.view.get() != View::Fleet {
+            return;
+        }
+        if fleet_view::blocked(c) {
+            fleet_pending.set_value(None);
+            fleet_view::forget(c);
+            return;
+        }
+        if c.fleet.swept.get_value().as_ref() == Some(&now) {
+            return;
+        }
+        fleet_pending.set_value(Some(Timeout::new(60, move || {
+            if c.view.get_untracked() == View::Fleet {
+                fleet_view::start(c);
             }
         })));
     });
@@ -1059,6 +905,8 @@ pub fn App() -> impl IntoView {
                        on:click=move |_| c.view.set(View::Learn)>"Learn"</button>
                    <button id="view-watch" class="tab" class:active=move || c.view.get() == View::Watch
                        on:click=move |_| c.view.set(View::Watch)>"Watch"</button>
+                   <button id="view-fleet" class="tab" class:active=move || c.view.get() == View::Fleet
+                       on:click=move |_| c.view.set(View::Fleet)>"Fleet"</button>
                </nav>
            </header>
            <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
@@ -1070,6 +918,9 @@ pub fn App() -> impl IntoView {
                    c.view.set(View::Calculator);
                })}
            </div>
+           <Show when=move || c.view.get() == View::Fleet>
+               <div id="fleet">{fleet_view::fleet_view(c)}</div>
+           </Show>
            <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
            <div class="toolbar">
                <label>"Preset "

@@ -17,6 +17,7 @@ pub mod grid;
 pub mod like;
 pub mod limits;
 pub mod model;
+pub mod shared;
 pub mod trace;
 
 pub use cost::{load_cost, roofline, Overheads};

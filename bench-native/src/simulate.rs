@@ -19,6 +19,8 @@ use std::path::PathBuf;
     bench-native simulate --preset llama-cpp --batch 4 --kv 8192 --budget 512 --cost fit.json --rate 1   # llama-server -np 4 -c 8192 -b 512\n  \
     bench-native simulate --preset vllm-v1 --batch 8 --kv 768 --block-size 128 --budget 512 --lengths fixed --prompt 128 --output 128 --rate 8\n  \
     bench-native simulate --rate 4 --policy chunked --kv-mode paged --block-size 16 --budget 512 --lengths sharegpt --drain --records run.csv\n  \
+    bench-native simulate --preset vllm --rate 6 --batch 64 --kv 65536 --system-prompt 8:0.6:1024 --prefix-cache apc   # shared system prompts, vLLM's prefix caching\n  \
+    bench-native simulate --preset vllm --rate 2 --batch 64 --kv 65536 --conversations 4:10:30 --prefix-cache apc   # multi-turn chats\n  \
     bench-native simulate --rate 3 --max-in-system 12            # threshold admission: reject while 12 are in the system\n  \
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \
@@ -244,9 +246,28 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
         std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rep.summary)?);
+        match &rep.stats.prefix {
+            // The summary as it is, with the prefix cache's metrics after it.
+            Some(p) => {
+                #[derive(serde::Serialize)]
+                struct WithPrefix<'a> {
+                    #[serde(flatten)]
+                    summary: &'a Summary,
+                    prefix_cache: &'a engine::metrics::PrefixSummary,
+                }
+                let j = WithPrefix {
+                    summary: &rep.summary,
+                    prefix_cache: p,
+                };
+                println!("{}", serde_json::to_string_pretty(&j)?);
+            }
+            None => println!("{}", serde_json::to_string_pretty(&rep.summary)?),
+        }
     } else {
         print!("{}", summary_table(&rep.summary));
+        if let Some(p) = &rep.stats.prefix {
+            print!("{}", prefix_table(p));
+        }
         eprintln!(
             "simulated {} requests, {} iterations in {} loop steps, {:.1} ms",
             rep.stats.arrivals,
@@ -440,6 +461,40 @@ pub fn summary_table(s: &Summary) -> String {
         s.stalls
     );
     out
+}
+
+/// The prefix cache's metrics (docs/model.md, Prefix caching) as text: hit rates, saved
+/// prefill, and TTFT of hits against misses.
+pub fn prefix_table(p: &engine::metrics::PrefixSummary) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e3));
+    let rate = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.4}", v));
+    let mut rows: Vec<Vec<String>> = vec![["[ms]", "n", "mean", "p50", "p95", "p99"]
+        .map(String::from)
+        .to_vec()];
+    for (name, d) in [("TTFT hit", &p.ttft_hit), ("TTFT miss", &p.ttft_miss)] {
+        rows.push(vec![
+            name.to_string(),
+            d.n.to_string(),
+            ms(d.mean),
+            ms(d.p50),
+            ms(d.p95),
+            ms(d.p99),
+        ]);
+    }
+    format!(
+        "prefix cache: hit rate {} of blocks ({} of {}), {} of prompt tokens; prefill tokens \
+         saved {}; {} of {} admissions hit; evictions {}; peak cached {} blocks\n{}",
+        rate(p.block_hit_rate),
+        p.hit_blocks,
+        p.query_blocks,
+        rate(p.token_hit_rate),
+        p.saved_tokens,
+        p.hit_lookups,
+        p.lookups,
+        p.evictions,
+        p.peak_cached_blocks,
+        aligned(&rows)
+    )
 }
 
 /// `rows` as text columns: the first left-aligned, the rest right-aligned, each as wide as

@@ -26,6 +26,7 @@ Examples:\n  \
     bench-native sweep --shard 0/4 --out results/shard0 # one job of a 4-way job array; then `merge`\n  \
     bench-native sweep --preset vllm --rates 0.5,1,2,4,8 --batches 64,128 --kv 104336 --horizon 600\n  \
     bench-native sweep --max-in-system 8 --out /tmp/threshold   # threshold admission at every grid point\n  \
+    bench-native sweep --preset vllm --rates 2,4,8 --batches 64 --kv 16384,65536 --horizon 600 --system-prompt 16:0.8:1024:1 --prefix-cache apc --out /tmp/apc   # adds hit-rate columns\n  \
     bench-native sweep --trace results/validate_llama/sim/trace-2.5.json --preset llama-cpp --batches 2,4 --kv 8192 --budget 512 --out /tmp/trace\n  \
     bench-native sweep --horizon 100000 --max-requests 1000000000 --out /tmp/long   # past the default limit\n\n\
 Fleets (--rates are the whole fleet's; writes fleet_summary.csv and fleet_replicas.csv instead):\n  \
@@ -173,6 +174,12 @@ pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> 
 pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     let threads = args::threads(a.threads)?;
     let (spec, shard, runs) = spec(&a)?;
+    if shard.is_some() && !spec.base.server.prefix_cache.is_off() {
+        anyhow::bail!(
+            "--shard with --prefix-cache apc: `merge` takes the summary's standard columns \
+             only, and the prefix cache adds its own; run the grid in one job"
+        );
+    }
     if let Some(fleet) = a.fleet.resolve(&a.model)? {
         return execute_fleet(&a, &fleet, &spec, shard, threads);
     }

@@ -54,7 +54,7 @@ mod report;
 mod running;
 mod server;
 
-pub use errors::{pool, Getter, RateResult, ValidateReport, METRICS};
+pub use errors::{pool, Getter, RateResult, ValidateReport, FLEET_METRICS, METRICS};
 pub use replay::{RecordedArgs, RECORDED_ARGS};
 pub use report::csv_header;
 
@@ -62,6 +62,7 @@ use crate::fit;
 use crate::run::ServerArgs;
 use anyhow::{bail, Context};
 use engine::cost::CostModel;
+use engine::fleet::RouterKind;
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
@@ -75,6 +76,10 @@ Examples:
 
   # every rate measured twice: the report states the measurement's own noise
   bench-native validate --url http://127.0.0.1:8080 --budget 512 --rounds 2 --out /tmp/val2
+
+  # two replicas behind nginx `least_conn` on :8000; fit on one replica, predict the fleet
+  bench-native validate --url http://127.0.0.1:8080 --balancer http://127.0.0.1:8000 \
+    --replicas 2 --router least_outstanding --budget 512 --rounds 2 --out /tmp/fleet
 
   # the same measurements, predicted again by this build's models (no server)
   bench-native validate --replay results/validate_llama --out /tmp/replay
@@ -189,6 +194,23 @@ pub struct ValidateArgs {
     /// machine, which bounds any prediction.
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
+    /// Measure through this URL instead of --url: a load balancer in front of --replicas
+    /// copies of the --url server. The microbenchmark and the fit stay on --url (one
+    /// replica, alone); the measured runs go through the balancer, and the prediction is
+    /// the fleet simulator's (docs/model.md, "Fleets").
+    #[arg(long, value_name = "URL")]
+    pub balancer: Option<String>,
+    /// Replicas behind --balancer, each a copy of the --url server with the fitted cost;
+    /// more than 1 predicts with the fleet simulator.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub replicas: u32,
+    /// The balancer's policy, as the fleet simulator's router: round_robin (nginx's
+    /// default, HAProxy `roundrobin`; the default), least_outstanding (nginx `least_conn`,
+    /// HAProxy `leastconn`), or any router of `simulate --router`. With --replay: the
+    /// recorded run's unless given; given, the recorded measurements are predicted as if
+    /// behind this router (the same fit and traces, another policy).
+    #[arg(long, value_name = "NAME")]
+    pub router: Option<String>,
     /// Output directory.
     #[arg(long, default_value = "results/validate")]
     pub out: PathBuf,
@@ -222,6 +244,7 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         ))
         .into());
     }
+    fleet_spec(args)?;
     let out = &args.out;
     std::fs::create_dir_all(out.join("sim"))
         .with_context(|| format!("creating {}", out.display()))?;
@@ -229,6 +252,38 @@ pub fn validate(args: &ValidateArgs, command: &str) -> anyhow::Result<ValidateRe
         Some(dir) => replay::replay(args, dir, command),
         None => running::measure(args, command),
     }
+}
+
+/// The fleet the prediction simulates: (replicas, router), checked against the flags.
+///
+/// # Errors
+/// `--replicas 0` or above the engine's limit, an unknown `--router`, or more than one
+/// replica measured without `--balancer` (the runs would reach one replica only).
+pub(crate) fn fleet_spec(args: &ValidateArgs) -> anyhow::Result<(u32, RouterKind)> {
+    let name = args.router.as_deref().unwrap_or("round_robin");
+    let router = RouterKind::parse(name).with_context(|| {
+        format!(
+            "--router: unknown router '{}': one of round_robin (rr, roundrobin), random, \
+             least_outstanding (lor, least_conn, leastconn), least_tokens (jsq), power_of_D \
+             (p2c), kv_aware",
+            name
+        )
+    })?;
+    if args.replicas == 0 || args.replicas as usize > engine::limits::MAX_REPLICAS {
+        bail!(
+            "--replicas must be between 1 and {}, not {}",
+            engine::limits::MAX_REPLICAS,
+            args.replicas
+        );
+    }
+    if args.replicas > 1 && args.balancer.is_none() && args.replay.is_none() {
+        bail!(
+            "--replicas {} needs --balancer URL: the measured runs must go through the load \
+             balancer in front of the replicas (--url is the one replica that is fitted)",
+            args.replicas
+        );
+    }
+    Ok((args.replicas, router))
 }
 
 pub(crate) fn fmt_rate(r: f64) -> String {
@@ -279,6 +334,80 @@ mod tests {
         assert_eq!(fmt_rate(2.0), "2");
         assert_eq!(fmt_rate(0.25), "0.25");
         assert_eq!(csv_header().split(',').count(), 4 + 3 * METRICS.len());
+    }
+
+    fn parse(extra: &[&str]) -> ValidateArgs {
+        let mut argv = vec!["bench-native", "validate"];
+        argv.extend_from_slice(extra);
+        let crate::cli::Command::Validate(a) =
+            <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
+                .unwrap()
+                .command
+        else {
+            panic!("not validate")
+        };
+        a
+    }
+
+    #[test]
+    fn fleet_flags_are_checked_before_anything_runs() {
+        // the default: one server, round-robin (a fleet of one)
+        assert_eq!(
+            fleet_spec(&parse(&[])).unwrap(),
+            (1, RouterKind::RoundRobin)
+        );
+        let b = ["--balancer", "http://127.0.0.1:1"];
+        let lb = |x: &[&str]| parse(&[&b[..], x].concat());
+        assert_eq!(
+            fleet_spec(&lb(&["--replicas", "2", "--router", "least_conn"])).unwrap(),
+            (2, RouterKind::LeastOutstanding)
+        );
+        assert_eq!(
+            fleet_spec(&lb(&["--replicas", "3", "--router", "leastconn"])).unwrap(),
+            (3, RouterKind::LeastOutstanding)
+        );
+        let err = |a: &ValidateArgs| format!("{:#}", validate(a, "").unwrap_err());
+        let e = err(&lb(&["--replicas", "0"]));
+        assert!(e.contains("--replicas must be between 1 and 4096"), "{e}");
+        let e = err(&lb(&["--replicas", "2", "--router", "fastest"]));
+        assert!(e.contains("--router: unknown router 'fastest'"), "{e}");
+        // more than one replica measured at --url alone would reach one replica only
+        let e = err(&parse(&["--replicas", "2"]));
+        assert!(e.contains("--replicas 2 needs --balancer URL"), "{e}");
+        // a replay measures nothing: the recorded fleet needs no balancer
+        let mut r = parse(&["--replicas", "2", "--replay", "/nonexistent"]);
+        assert_eq!(fleet_spec(&r).unwrap().0, 2);
+        r.router = Some("p2c".into());
+        assert_eq!(fleet_spec(&r).unwrap().1, RouterKind::PowerOfD { d: 2 });
+    }
+
+    #[test]
+    fn recorded_args_of_a_single_server_run_read_as_one_replica() {
+        let old = r#"{"scale": 0.25, "max_len": 512, "seed": 0, "budget": 512, "slots": null, "kv_tokens": null}"#;
+        let r: RecordedArgs = serde_json::from_str(old).unwrap();
+        assert_eq!((r.replicas, r.router), (1, RouterKind::RoundRobin));
+        assert!(!r.flags().contains("--replicas"));
+        // a fleet run records its fleet; a replay's --router overrides the recorded one
+        let a = parse(&["--balancer", "x", "--replicas", "2", "--router", "lor"]);
+        let rec = RecordedArgs::of(&a);
+        assert_eq!(
+            (rec.replicas, rec.router),
+            (2, RouterKind::LeastOutstanding)
+        );
+        assert!(rec
+            .flags()
+            .ends_with("--replicas 2 --router least_outstanding"));
+        let back: RecordedArgs =
+            serde_json::from_str(&serde_json::to_string(&rec).unwrap()).unwrap();
+        assert_eq!(back, rec);
+        let replay = parse(&["--replay", "d"]);
+        assert_eq!(
+            rec.apply(&replay).router.as_deref(),
+            Some("least_outstanding")
+        );
+        let replay_rr = parse(&["--replay", "d", "--router", "round_robin"]);
+        assert_eq!(rec.apply(&replay_rr).router.as_deref(), Some("round_robin"));
+        assert_eq!(rec.apply(&replay_rr).replicas, 2);
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   (multi-class, solved with a sparse iterative solver) and the threshold (DP) admission
 //!   rule [`dp_threshold`].
 //! * [`capacity`]: compute / KV / slot bounds and an SLO capacity search.
+//! * [`predict_prefix_cache`]: the prefix cache's hit rate by Che's approximation for
+//!   LRU ([`CheLru`]), and its mean TTFT through the batching model.
 //! * [`BatchingModel`]: the batching model, a state-dependent knapsack + transient
 //!   birth–death model that accounts for joiner prefill stalls, length variance and
 //!   size-biased admission.
@@ -41,6 +43,7 @@ mod lengths;
 mod little;
 mod mg1;
 mod mm1;
+mod prefix_cache;
 mod reference_mmc;
 mod special;
 mod threshold;
@@ -55,6 +58,7 @@ pub use ggc::{ca2_from_burstiness, AllenCunneen, Kingman};
 pub use little::Little;
 pub use mg1::Mg1;
 pub use mm1::Mm1;
+pub use prefix_cache::{predict_prefix_cache, CheLru, PrefixPrediction};
 pub use reference_mmc::ReferenceMmc;
 pub use threshold::{dp_threshold, Threshold};
 

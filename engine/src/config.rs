@@ -64,6 +64,27 @@ pub enum KvMode {
     Paged,
 }
 
+/// Whether the KV manager keeps the blocks of earlier requests to reuse their prefill
+/// (docs/model.md, Prefix caching).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixCache {
+    /// No reuse: every admission prefills its whole prompt.
+    #[default]
+    Off,
+    /// vLLM's automatic prefix caching (paged KV only): full blocks are keyed by their
+    /// tokens and everything before them; blocks no request holds stay cached until
+    /// their room is needed, least recently used first; a hit skips the prefill of its
+    /// cached blocks.
+    Apc,
+}
+
+impl PrefixCache {
+    pub fn is_off(&self) -> bool {
+        *self == PrefixCache::Off
+    }
+}
+
 /// Which requests are admitted at arrival, on top of the KV mode's own rule.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -139,6 +160,9 @@ pub struct ServerConfig {
     /// default (the cost model's own intercept holds it), and then not written out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub step_overhead_s: f64,
+    /// Prefix caching (paged KV only); off by default, and then not written out.
+    #[serde(default, skip_serializing_if = "PrefixCache::is_off")]
+    pub prefix_cache: PrefixCache,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -160,6 +184,7 @@ impl Default for ServerConfig {
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            prefix_cache: PrefixCache::Off,
         }
     }
 }
@@ -196,6 +221,7 @@ impl ServerConfig {
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            prefix_cache: PrefixCache::Off,
         }
     }
 
@@ -223,9 +249,10 @@ impl ServerConfig {
     /// later re-prefills prompt + generated tokens). V1 keeps no admission watermark.
     ///
     /// Mapping: `chunked`, `paged` with those blocks, watermark 0, no queue cap. Known
-    /// differences: prefix caching is not modelled (run the server with
-    /// `--no-enable-prefix-caching` or distinct prompts), nor V1's
-    /// `long_prefill_token_threshold` (off by default).
+    /// differences: the prefix cache is off here (vLLM V1's is on by default: set
+    /// `prefix_cache` to `apc` to model it, or run the server with
+    /// `--no-enable-prefix-caching` or distinct prompts), and V1's
+    /// `long_prefill_token_threshold` is not modelled (off by default).
     pub fn vllm_v1(
         max_num_seqs: u32,
         kv_blocks: u64,
@@ -245,6 +272,7 @@ impl ServerConfig {
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            prefix_cache: PrefixCache::Off,
         }
     }
 }
@@ -411,6 +439,12 @@ impl SimConfig {
                 value: s.watermark,
                 why: "must be < 0.5",
             });
+        }
+        if s.prefix_cache != PrefixCache::Off && s.kv_mode != KvMode::Paged {
+            return Err(ConfigError::PrefixCache(
+                "automatic prefix caching needs paged KV (kv_mode paged): reserve mode holds \
+                 no blocks between requests",
+            ));
         }
         if let Admission::MaxInSystem { max_in_system } = s.admission {
             at_least_one("max_in_system", max_in_system as u64)?;

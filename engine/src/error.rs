@@ -42,6 +42,9 @@ pub enum ConfigError {
     /// message says what to change.
     #[error("fleet: {0}")]
     Fleet(String),
+    /// A prefix cache that cannot apply to this server (the message says what to change).
+    #[error("prefix cache: {0}")]
+    PrefixCache(&'static str),
     /// Past a resource limit of the simulator ([`crate::limits`]): too much work for one
     /// run or sweep, or a value it cannot allocate for. The variant says which and by how
     /// much.

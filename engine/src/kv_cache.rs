@@ -2,8 +2,44 @@
 //! at arrival (`reserve`, a loss system) or allocated as sequences grow (`paged`).
 //! Invariants (checked in debug builds): used ≤ capacity, nothing freed twice, everything
 //! released at the end of a drained run.
+//!
+//! With the prefix cache on ([`KvCache::with_prefix_cache`], paged only), full blocks
+//! are also kept by key in [`prefix`]'s table: `used` counts the blocks running requests
+//! hold (their own, and the cached ones they share, once each); blocks no one holds stay
+//! cached, count as free, and are evicted least recently used first when the room is
+//! taken (docs/model.md, Prefix caching).
+
+mod prefix;
+
+pub use prefix::PrefixCounts;
 
 use crate::config::KvMode;
+use crate::workload::shared::{block_chain, shared_blocks};
+use crate::workload::{Request, SharedTokens};
+use prefix::PrefixTable;
+
+/// The prefix cache: what names the blocks, and the table of cached ones.
+#[derive(Clone, Debug)]
+struct Prefix {
+    shared: Option<SharedTokens>,
+    table: PrefixTable,
+}
+
+impl Prefix {
+    #[inline]
+    fn key(&self, r: &Request, j: u64, bs: u64) -> (u64, u64) {
+        (
+            block_chain(self.shared.as_ref(), r.id, r.group, r.conv, j, bs),
+            j,
+        )
+    }
+
+    /// Leading blocks of `r` another request may share ([`shared_blocks`]).
+    #[inline]
+    fn shareable(&self, r: &Request, bs: u64) -> u64 {
+        shared_blocks(self.shared.as_ref(), r.id, r.group, r.conv, bs)
+    }
+}
 
 /// KV cache state. All sizes in blocks unless named `_tokens`.
 #[derive(Clone, Debug)]
@@ -14,6 +50,8 @@ pub struct KvCache {
     used_blocks: u64,
     watermark_blocks: u64,
     peak_blocks: u64,
+    /// The prefix cache, when on.
+    prefix: Option<Box<Prefix>>,
 }
 
 impl KvCache {
@@ -33,7 +71,186 @@ impl KvCache {
             used_blocks: 0,
             watermark_blocks,
             peak_blocks: 0,
+            prefix: None,
         }
+    }
+
+    /// Turns the prefix cache on (paged mode; the configuration checks that), naming
+    /// blocks by what `shared` says the requests share.
+    pub fn with_prefix_cache(mut self, shared: Option<SharedTokens>) -> KvCache {
+        self.prefix = Some(Box::new(Prefix {
+            shared,
+            table: PrefixTable::new(),
+        }));
+        self
+    }
+
+    /// Whether the prefix cache is on.
+    #[inline]
+    pub fn prefix_on(&self) -> bool {
+        self.prefix.is_some()
+    }
+
+    /// Blocks in the prefix cache that no request holds (free, but still cached).
+    pub fn idle_cached_blocks(&self) -> u64 {
+        self.prefix.as_ref().map_or(0, |p| p.table.idle)
+    }
+
+    /// Blocks in the prefix cache that running requests hold.
+    pub fn held_cached_blocks(&self) -> u64 {
+        self.prefix.as_ref().map_or(0, |p| p.table.live)
+    }
+
+    /// The prefix cache's lookup counts, when on.
+    pub fn prefix_counts(&self) -> Option<PrefixCounts> {
+        self.prefix.as_ref().map(|p| p.table.counts)
+    }
+
+    /// Walks the prefix cache's table in full: no block both idle (free) and held, the
+    /// counts consistent, cached blocks within capacity. Returns what is wrong.
+    ///
+    /// # Errors
+    /// A description of the first broken invariant.
+    pub fn check_prefix(&self) -> Result<(), String> {
+        let Some(p) = &self.prefix else {
+            return Ok(());
+        };
+        p.table.check()?;
+        if self.used_blocks + p.table.idle > self.total_blocks {
+            return Err(format!(
+                "{} blocks held + {} idle cached exceed the {} blocks",
+                self.used_blocks, p.table.idle, self.total_blocks
+            ));
+        }
+        if p.table.live > self.used_blocks {
+            return Err(format!(
+                "{} cached blocks held but only {} in use",
+                p.table.live, self.used_blocks
+            ));
+        }
+        Ok(())
+    }
+
+    /// Paged admission of request `r` to prefill `target` tokens: the blocks it will
+    /// hold, and how many leading ones it found in the prefix cache (0 with the cache
+    /// off). The lookup covers the full blocks within the first `target − 1` tokens, so
+    /// at least one token is always prefilled (as vLLM does). The blocks come from the
+    /// free room above the watermark, counting cached blocks no one holds as free
+    /// (those it hits stop being free). `None` (and nothing changed) if they do not fit.
+    /// Only a request that was `preempted` looks past the blocks it may share with others
+    /// (its own blocks can be cached only then); the others count as looked up and missed.
+    pub fn admit_paged(&mut self, r: &Request, target: u32, preempted: bool) -> Option<(u64, u32)> {
+        let need = self.blocks_for(target as u64);
+        let bs = self.block_size;
+        let free = self.free_blocks();
+        let wm = self.watermark_blocks;
+        let Some(p) = self.prefix.as_deref_mut() else {
+            return self.try_take_above_watermark(need).then_some((need, 0));
+        };
+        let max_hit = (target.max(1) as u64 - 1) / bs;
+        let look = if preempted {
+            max_hit
+        } else {
+            max_hit.min(p.shareable(r, bs))
+        };
+        // Only hits on held blocks take no room: when even hitting every held block
+        // could not fit, the lookup can be skipped (a long queue retries its head at
+        // every step).
+        if need - look.min(p.table.live).min(need) + wm > free {
+            return None;
+        }
+        let shared = p.shared.as_ref();
+        let idle_hits = p
+            .table
+            .find_prefix((0..look).map(|j| (block_chain(shared, r.id, r.group, r.conv, j, bs), j)));
+        let hits = p.table.found.len() as u64;
+        let fresh = need - hits;
+        if fresh + idle_hits + wm > free {
+            return None;
+        }
+        let woke = p.table.hold_found();
+        let c = &mut p.table.counts;
+        c.lookups += 1;
+        c.hit_lookups += u64::from(hits > 0);
+        c.query_blocks += max_hit;
+        c.hit_blocks += hits;
+        c.query_tokens += target as u64;
+        c.hit_tokens += hits * bs;
+        self.used_blocks += woke;
+        let taken = self.try_take(fresh);
+        debug_assert!(taken, "checked against the free room");
+        Some((need, hits as u32))
+    }
+
+    /// Prefix cache: a running request's newly computed full blocks (its first
+    /// `kv_tokens` tokens) join the cache, held by it. `cached` counts its leading blocks
+    /// in the cache and grows; a block another request computed meanwhile stays the
+    /// request's own, and so do the ones after it. Nothing with the cache off.
+    #[inline]
+    pub fn register(&mut self, r: &Request, cached: &mut u32, kv_tokens: u64) {
+        let bs = self.block_size;
+        let Some(p) = self.prefix.as_deref_mut() else {
+            return;
+        };
+        // Only blocks others may share: a request's own are found only after it leaves.
+        let full = (kv_tokens / bs).min(p.shareable(r, bs));
+        let mut j = *cached as u64;
+        while j < full {
+            let key = p.key(r, j, bs);
+            if !p.table.insert_live(key) {
+                break;
+            }
+            j += 1;
+        }
+        *cached = j as u32;
+    }
+
+    /// A request leaves (finished, or `preempted`) holding `blocks`, the first `cached`
+    /// of them from the prefix cache, with `kv_tokens` tokens computed. With the cache
+    /// on, its full blocks stay cached, idle once no one holds them, the last block first
+    /// in line for eviction and block 0 last (as vLLM frees them); the rest is freed. A
+    /// finished request's blocks that no other request can share stay as one anonymous
+    /// run (they take room and LRU places, and nothing can find them).
+    pub fn release_request(
+        &mut self,
+        r: &Request,
+        cached: u32,
+        blocks: u64,
+        kv_tokens: u64,
+        preempted: bool,
+    ) {
+        let bs = self.block_size;
+        let Some(p) = self.prefix.as_deref_mut() else {
+            self.release(blocks);
+            return;
+        };
+        let cached = cached as u64;
+        let full = (kv_tokens / bs).clamp(cached, blocks.max(cached));
+        // Own blocks past the full ones hold nothing reusable; own full ones become idle
+        // cached blocks unless the same key is cached already; held ones lose a holder.
+        let mut freed = blocks - full;
+        let keyed = if preempted {
+            full
+        } else {
+            p.shareable(r, bs).clamp(cached, full)
+        };
+        p.table.insert_anon(full - keyed);
+        freed += full - keyed;
+        for j in (cached..keyed).rev() {
+            let key = p.key(r, j, bs);
+            p.table.insert_idle(key);
+            freed += 1;
+        }
+        for j in (0..cached).rev() {
+            let key = p.key(r, j, bs);
+            freed += u64::from(p.table.unhold(key));
+        }
+        self.release(freed);
+        debug_assert!(
+            self.total_blocks > 4096 || self.check_prefix().is_ok(),
+            "{:?}",
+            self.check_prefix()
+        );
     }
 
     /// Blocks needed to hold `tokens` tokens.
@@ -73,6 +290,13 @@ impl KvCache {
         if n <= self.free_blocks() {
             self.used_blocks += n;
             self.peak_blocks = self.peak_blocks.max(self.used_blocks);
+            if let Some(p) = self.prefix.as_deref_mut() {
+                // Free room that cached blocks still occupy: evict them, LRU first.
+                let over = (self.used_blocks + p.table.idle).saturating_sub(self.total_blocks);
+                if over > 0 {
+                    p.table.evict(over);
+                }
+            }
             true
         } else {
             false

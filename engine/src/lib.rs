@@ -61,6 +61,8 @@ pub mod scheduler;
 pub mod sim;
 pub mod sweep;
 pub mod workload;
-pub use config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
+pub use config::{
+    Admission, EndRule, FirstToken, KvMode, Policy, PrefixCache, ServerConfig, SimConfig,
+};
 pub use error::ConfigError;
 pub use limits::Limits;

@@ -14,9 +14,11 @@
 //! * Seed aggregation: mean, population std, Student-t 95 % CI.
 
 mod aggregate;
+mod prefix;
 mod quantiles;
 
 pub use aggregate::{student_t_975, Aggregate};
+pub use prefix::{hit_rate, PrefixAccumulator, PrefixSummary};
 pub use quantiles::{percentile_type7, Quantiles, EXACT_SAMPLES};
 
 use crate::record::{Outcome, RequestRecord};

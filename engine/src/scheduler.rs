@@ -66,6 +66,12 @@ pub struct Seq {
     /// fields were last brought up to date.
     pub tick0: u64,
     pub stall0: u64,
+    /// Prefix cache: leading blocks held through the cache (hits, and own blocks it
+    /// took in); the other `blocks` are the sequence's own.
+    pub cached: u32,
+    /// Prefix cache: prompt tokens the first admission found cached (its prefill skipped
+    /// them).
+    pub hit_tokens: u32,
 }
 
 impl Seq {
@@ -88,6 +94,8 @@ impl Seq {
             entered: req.arrival,
             tick0: 0,
             stall0: 0,
+            cached: 0,
+            hit_tokens: 0,
         }
     }
 
@@ -108,6 +116,15 @@ impl Seq {
     pub fn total_len(&self) -> u64 {
         self.req.total_tokens()
     }
+}
+
+/// What an admission gets from the KV cache ([`PlanCtx::take_blocks_for`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Blocks the sequence holds (paged) or reserved at arrival (reserve).
+    pub blocks: u64,
+    /// Leading blocks found in the prefix cache (their prefill is skipped).
+    pub hit: u32,
 }
 
 /// What the next iteration contains.
@@ -156,21 +173,37 @@ pub struct PlanCtx<'a> {
 
 impl PlanCtx<'_> {
     /// Whether the KV cache lets `head` (still at the head of its queue) in now: paged,
-    /// takes its prefill's blocks above the watermark; reserve, its blocks were reserved at
-    /// arrival. Returns the blocks it will hold, to pass to [`PlanCtx::admit`].
-    pub fn take_blocks_for(&mut self, head: &Seq) -> Option<u64> {
+    /// takes its prefill's blocks above the watermark (with the prefix cache, the blocks
+    /// it finds cached are held instead, [`KvCache::admit_paged`]); reserve, its blocks
+    /// were reserved at arrival. Returns the grant to pass to [`PlanCtx::admit`].
+    pub fn take_blocks_for(&mut self, head: &Seq) -> Option<Grant> {
         if self.kv.mode() == crate::config::KvMode::Paged {
-            let need = self.kv.blocks_for(head.prefill_target as u64);
-            self.kv.try_take_above_watermark(need).then_some(need)
+            let (blocks, hit) =
+                self.kv
+                    .admit_paged(&head.req, head.prefill_target, head.preemptions > 0)?;
+            Some(Grant { blocks, hit })
         } else {
-            Some(head.blocks)
+            Some(Grant {
+                blocks: head.blocks,
+                hit: 0,
+            })
         }
     }
 
-    /// Moves `seq` into the running set holding `blocks` (from
-    /// [`PlanCtx::take_blocks_for`]).
-    pub fn admit(&mut self, mut seq: Seq, blocks: u64) {
-        seq.blocks = blocks;
+    /// Moves `seq` into the running set with `grant` (from
+    /// [`PlanCtx::take_blocks_for`]): a prefix-cache hit starts its prefill after the
+    /// cached blocks.
+    pub fn admit(&mut self, mut seq: Seq, grant: Grant) {
+        seq.blocks = grant.blocks;
+        if grant.hit > 0 {
+            let tokens = grant.hit * self.kv.block_size() as u32;
+            seq.cached = grant.hit;
+            seq.prefilled = tokens;
+            seq.kv_tokens = tokens as u64;
+            if seq.admitted.is_nan() {
+                seq.hit_tokens = tokens;
+            }
+        }
         seq.chunk = 0;
         seq.admit_seq = self.next_admit;
         self.next_admit += 1;

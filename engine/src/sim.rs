@@ -44,7 +44,7 @@ use crate::cost::{BatchShape, PreparedCost};
 use crate::error::ConfigError;
 use crate::kv_cache::KvCache;
 use crate::limits::Limits;
-use crate::metrics::{Accumulator, Summary};
+use crate::metrics::{Accumulator, PrefixAccumulator, PrefixSummary, Summary};
 use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
 use crate::scheduler::{with_scheduler, Plan, PlanCtx, Scheduler, Seq};
@@ -100,6 +100,9 @@ pub struct RunStats {
     /// Time spent running iterations [s]; busy_s / end_s is the server's utilisation.
     #[serde(default)]
     pub busy_s: f64,
+    /// What the prefix cache did, when on (docs/model.md, Prefix caching).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<PrefixSummary>,
 }
 
 /// What a run returns.
@@ -264,6 +267,8 @@ struct Sim<'a, S: Scheduler> {
     departures: Option<Vec<(u64, f64)>>,
     /// The event log's hooks ([`events`]): off unless [`simulate_logged`] runs.
     log: events::Sink<'a>,
+    /// TTFT of prefix-cache hits and misses, when the cache is on.
+    prefix_acc: Option<PrefixAccumulator>,
 }
 
 enum Step {
@@ -288,7 +293,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// `expected`: about how many requests will arrive (sizes the metrics' buffers).
     fn new(cfg: &'a SimConfig, sched: S, expected: usize, drain_horizons: f64) -> Self {
         let s = &cfg.server;
-        let kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
+        let mut kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
+        let prefix_on = s.prefix_cache != crate::config::PrefixCache::Off;
+        if prefix_on {
+            kv = kv.with_prefix_cache(cfg.workload.shared.clone());
+        }
         let paged = s.kv_mode == KvMode::Paged;
         let context_cost = cfg.cost.depends_on_context();
         Sim {
@@ -338,6 +347,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             work_tokens: 0,
             departures: None,
             log: events::Sink::default(),
+            prefix_acc: prefix_on.then(|| PrefixAccumulator::new(cfg.metrics.warmup_s)),
         }
     }
 
@@ -591,6 +601,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             self.sched.waiting_len() as u32,
             self.running.len() as u32,
             self.kv.used_blocks() * self.kv.block_size(),
+            (self.kv.idle_cached_blocks() + self.kv.held_cached_blocks()) * self.kv.block_size(),
         );
     }
 
@@ -615,7 +626,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 break;
             };
             self.prefilled = self.prefilled.min(self.running.len());
-            self.kv.release(s.blocks);
+            self.kv
+                .release_request(&s.req, s.cached, s.blocks, s.kv_tokens, true);
+            s.cached = 0;
             s.blocks = 0;
             s.kv_tokens = 0;
             s.prefilled = 0;
@@ -754,6 +767,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             if s.chunk > 0 {
                 s.prefilled += s.chunk;
                 s.kv_tokens += s.chunk as u64;
+                self.kv.register(&s.req, &mut s.cached, s.kv_tokens);
                 if s.prefill_done() && emit_at_prefill {
                     emit(s, t_end, thr);
                     self.work_tokens -= 1;
@@ -954,12 +968,16 @@ impl<'a, S: Scheduler> Sim<'a, S> {
 
     /// Releases a completed sequence's KV and records it.
     fn depart(&mut self, s: &Seq, t: f64) {
-        self.kv.release(s.blocks);
+        self.kv
+            .release_request(&s.req, s.cached, s.blocks, s.kv_tokens, false);
         self.work_tokens -= u64::from(s.req.prompt);
         self.log.finished(s.req.id, t);
         // From entry, as the area of Little's law counts.
         self.stats.sojourn_sum_s += t - s.entered;
         let rec = record_of(s, Some(t), Outcome::Completed);
+        if let Some(p) = &mut self.prefix_acc {
+            p.push(&rec, s.hit_tokens);
+        }
         self.record(rec);
     }
 
@@ -1050,6 +1068,10 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.stats.kv_peak_tokens = self.kv.peak_blocks() * self.kv.block_size();
         self.stats.kv_used_at_end_tokens = self.kv.used_blocks() * self.kv.block_size();
         self.stats.time_avg_in_system = if end > 0.0 { self.area / end } else { 0.0 };
+        if let (Some(p), Some(c)) = (self.prefix_acc.take(), self.kv.prefix_counts()) {
+            let held = self.kv.held_cached_blocks();
+            self.stats.prefix = Some(p.finish(c, self.kv.idle_cached_blocks() + held, held));
+        }
         let window = (end - self.cfg.metrics.warmup_s).max(0.0);
         (self.acc, window, self.records, self.ts.points, self.stats)
     }

@@ -11,7 +11,7 @@ use crate::config::ServerConfig;
 use crate::config::SimConfig;
 use crate::error::ConfigError;
 use crate::limits::{LimitError, Limits, MAX_GRID_POINTS, MAX_SEEDS};
-use crate::metrics::{Aggregate, Summary};
+use crate::metrics::{Aggregate, PrefixSummary, Summary};
 use crate::record::RequestRecord;
 use crate::sim::{run_also_holds_for, simulate_requests_with, RunStats};
 use serde::{Deserialize, Serialize};
@@ -185,6 +185,10 @@ pub struct SweepPoint {
     /// that provably stands for this one ([`SweepSpec::reuse`]).
     #[serde(default)]
     pub simulated_seeds: u32,
+    /// Per-seed prefix-cache summaries, when the cache is on (docs/model.md, Prefix
+    /// caching); empty, and not written out, when it is off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefix: Vec<PrefixSummary>,
 }
 
 /// Aggregates over seeds of the metrics a sweep reports.
@@ -301,6 +305,7 @@ fn run_rate(
             seeds: spec.seeds.clone(),
             summaries: Vec::new(),
             simulated_seeds: 0,
+            prefix: Vec::new(),
         })
         .collect();
     let wl = spec.base.workload.with_rate(rate);
@@ -316,16 +321,21 @@ fn run_rate(
             } else {
                 None
             };
-            let summary = match same {
-                Some(i) => out[i].summaries.last().expect("ran this seed").clone(),
+            let (summary, prefix) = match same {
+                Some(i) => (
+                    out[i].summaries.last().expect("ran this seed").clone(),
+                    out[i].prefix.last().cloned(),
+                ),
                 None => {
-                    let rep = simulate_requests_with(&cfg, reqs.iter().copied(), limits);
+                    let mut rep = simulate_requests_with(&cfg, reqs.iter().copied(), limits);
+                    let prefix = rep.stats.prefix.take();
                     ran.push(cfg.server, rep.stats, j);
                     out[j].simulated_seeds += 1;
-                    rep.summary
+                    (rep.summary, prefix)
                 }
             };
             out[j].summaries.push(summary);
+            out[j].prefix.extend(prefix);
             if !on_run() {
                 return None;
             }
@@ -436,6 +446,7 @@ pub fn run_sweep_parallel_with(
             let base = out.len() - groups[g].1.len();
             for (j, p) in pts.into_iter().enumerate() {
                 out[base + j].summaries.extend(p.summaries);
+                out[base + j].prefix.extend(p.prefix);
                 out[base + j].simulated_seeds += p.simulated_seeds;
             }
         }
@@ -476,6 +487,27 @@ pub const EXTRA_COLUMNS: &str = "mean_ttft_ci95_s,p99_ttft_ci95_s,goodput_ci95_r
 /// The full summary CSV header.
 pub fn summary_header() -> String {
     format!("{REFERENCE_COLUMNS},{EXTRA_COLUMNS}")
+}
+
+/// Summary CSV columns added after [`EXTRA_COLUMNS`] when the prefix cache is on: means
+/// over seeds of [`PrefixSummary`]'s rates, saved tokens and TTFT of hits and misses.
+pub const PREFIX_COLUMNS: &str = "block_hit_rate_mean,token_hit_rate_mean,block_hit_rate_ci95,prefill_tokens_saved_mean,mean_ttft_hit_s_mean,mean_ttft_miss_s_mean,p99_ttft_hit_s_mean,p99_ttft_miss_s_mean";
+
+/// The [`PREFIX_COLUMNS`] of a grid point (no leading comma).
+pub fn prefix_cols(p: &[PrefixSummary]) -> String {
+    let of = |g: &dyn Fn(&PrefixSummary) -> Option<f64>| Aggregate::of(p.iter().map(g));
+    let block = of(&|x| x.block_hit_rate);
+    [
+        f(block.mean),
+        f(of(&|x| x.token_hit_rate).mean),
+        f(block.ci95),
+        f(of(&|x| Some(x.saved_tokens as f64)).mean),
+        f(of(&|x| x.ttft_hit.mean).mean),
+        f(of(&|x| x.ttft_miss.mean).mean),
+        f(of(&|x| x.ttft_hit.p99).mean),
+        f(of(&|x| x.ttft_miss.p99).mean),
+    ]
+    .join(",")
 }
 
 fn f(x: Option<f64>) -> String {
@@ -569,10 +601,19 @@ pub fn summary_row_of(
 
 /// The whole summary CSV.
 pub fn summary_csv(points: &[SweepPoint], base: &SimConfig) -> String {
+    let prefix = !base.server.prefix_cache.is_off();
     let mut s = summary_header();
+    if prefix {
+        s.push(',');
+        s.push_str(PREFIX_COLUMNS);
+    }
     s.push('\n');
     for p in points {
         s.push_str(&summary_row(p, base));
+        if prefix {
+            s.push(',');
+            s.push_str(&prefix_cols(&p.prefix));
+        }
         s.push('\n');
     }
     s

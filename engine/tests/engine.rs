@@ -17,6 +17,8 @@ mod fleet;
 mod limits;
 #[path = "engine/oracle.rs"]
 mod oracle;
+#[path = "engine/prefix.rs"]
+mod prefix;
 #[path = "engine/profiler_study.rs"]
 mod profiler_study;
 #[path = "engine/runs.rs"]
@@ -62,6 +64,7 @@ fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimC
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            prefix_cache: engine::PrefixCache::Off,
         },
         cost: CostModel::default(),
         horizon_s: 150.0,

@@ -107,6 +107,24 @@ pub struct ModelArgs {
     /// KV block size [tokens].
     #[arg(long)]
     pub block_size: Option<u32>,
+    /// Prefix cache (paged KV only): `apc` keeps full KV blocks keyed by their tokens and
+    /// everything before them, as vLLM's automatic prefix caching does, so a request
+    /// whose prompt begins like an earlier one skips that prefill; `off` (default). Hits
+    /// come from --system-prompt, --conversations, a Mooncake --trace's hash_ids, and a
+    /// preempted request's own blocks.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub prefix_cache: Option<super::shared::PrefixCacheArg>,
+    /// Shared system prompts: a SHARE of the requests begin with one of GROUPS system
+    /// prompts of TOKENS tokens (added to the drawn prompt), group g (from 0) chosen with
+    /// probability ∝ 1/(g+1)^ZIPF (default 0: all alike). Not with --trace.
+    #[arg(long, value_name = "G:SHARE:TOKENS[:ZIPF]")]
+    pub system_prompt: Option<String>,
+    /// Multi-turn conversations: the arrivals start conversations of MEAN_TURNS turns on
+    /// average (geometric, at most MAX_TURNS); each next turn arrives an exponential
+    /// THINK_S [s] later and resends the conversation so far plus a new message (lengths
+    /// from --lengths). Combines with --system-prompt. Not with --trace.
+    #[arg(long, value_name = "MEAN:MAX:THINK_S")]
+    pub conversations: Option<String>,
     /// Per-iteration token budget (chunked) [tokens].
     #[arg(long)]
     pub budget: Option<u32>,
@@ -280,6 +298,14 @@ impl ModelArgs {
         if self.max_in_system == Some(0) {
             return Err(ArgError::range("--max-in-system", "at least 1", 0));
         }
+        super::shared::shared_tokens(self.system_prompt.as_deref(), self.conversations.as_deref())?;
+        if self.trace.is_some() && (self.system_prompt.is_some() || self.conversations.is_some()) {
+            return Err(ArgError::Conflict(
+                "--system-prompt and --conversations make their own requests; a --trace file \
+                 gives the requests (a Mooncake trace's hash_ids say what they share)"
+                    .into(),
+            ));
+        }
         limits::check_drain_horizons(self.max_drain_horizons)?;
         Ok(())
     }
@@ -339,6 +365,7 @@ impl ModelArgs {
         self.apply_workload(&mut c, p.rate, trace)?;
         self.apply_cost(&mut c)?;
         self.apply_run(&mut c);
+        super::shared::check_prefix_cache(&c)?;
         check_point(&c, flags)?;
         let work = self.work_limits(scope);
         let command = match scope {
@@ -406,6 +433,9 @@ impl ModelArgs {
         if let Some(n) = self.max_in_system {
             c.server.admission = Admission::MaxInSystem { max_in_system: n };
         }
+        if let Some(p) = self.prefix_cache {
+            c.server.prefix_cache = p.into();
+        }
     }
 
     fn apply_workload(
@@ -437,6 +467,13 @@ impl ModelArgs {
                     c.workload.max_model_len = t.max_model_len;
                 }
                 c.workload.arrivals = t.arrivals;
+                // A Mooncake trace's block ids name what its requests share: with the
+                // prefix cache on, they key its blocks.
+                if !c.server.prefix_cache.is_off() {
+                    if let Some(blocks) = t.imported.and_then(|i| i.blocks) {
+                        c.workload.shared = Some(engine::workload::SharedTokens::Blocks { blocks });
+                    }
+                }
                 if self.horizon.is_none() {
                     c.horizon_s = c.horizon_s.max(last);
                 }
@@ -454,6 +491,12 @@ impl ModelArgs {
                 c.workload.arrivals = ArrivalProcess::Deterministic { rate };
             }
             (Some(ArrivalArg::Trace) | None, None) => {}
+        }
+        if let Some(shared) = super::shared::shared_tokens(
+            self.system_prompt.as_deref(),
+            self.conversations.as_deref(),
+        )? {
+            c.workload.shared = Some(shared);
         }
         c.workload.max_model_len = self.max_model_len.or(c.workload.max_model_len);
         Ok(())

@@ -18,6 +18,15 @@ pub const METRICS: [(&str, Getter); 6] = [
     ("throughput_rps", |s| Some(s.throughput_rps)),
 ];
 
+/// The metrics a fleet prediction is scored on (`--replicas` > 1): mean and p99 of TTFT
+/// and of TPOT.
+pub const FLEET_METRICS: [(&str, Getter); 4] = [
+    ("ttft_mean_s", |s| s.ttft.mean),
+    ("ttft_p99_s", |s| s.ttft.p99),
+    ("tpot_mean_s", |s| s.tpot.mean),
+    ("tpot_p99_s", |s| s.tpot.p99),
+];
+
 /// One rate's comparison.
 #[derive(Clone, Debug)]
 pub struct RateResult {
@@ -67,7 +76,16 @@ fn relative_differences<'a>(
     a: &'a Summary,
     b: &'a Summary,
 ) -> impl Iterator<Item = (&'static str, f64, f64, f64)> + 'a {
-    METRICS.iter().map(move |(name, get)| {
+    relative_differences_over(&METRICS, a, b)
+}
+
+/// (metric, a, b, (a − b) / b) for each of `metrics`.
+pub fn relative_differences_over<'a>(
+    metrics: &'a [(&'static str, Getter)],
+    a: &'a Summary,
+    b: &'a Summary,
+) -> impl Iterator<Item = (&'static str, f64, f64, f64)> + 'a {
+    metrics.iter().map(move |(name, get)| {
         let (x, y) = (get(a).unwrap_or(f64::NAN), get(b).unwrap_or(f64::NAN));
         (*name, x, y, (x - y) / y)
     })
@@ -86,6 +104,36 @@ pub struct ValidateReport {
     /// from the first's, and the prediction's median |relative error| against them.
     pub repeat_noise: Option<(f64, f64)>,
     pub out: PathBuf,
+}
+
+impl ValidateReport {
+    /// Median |relative error| of the prediction against the first round, over `metrics`
+    /// at every rate.
+    pub fn median_error_over(&self, metrics: &[(&'static str, Getter)]) -> f64 {
+        median(
+            self.rates
+                .iter()
+                .flat_map(|r| {
+                    relative_differences_over(metrics, &r.predicted, &r.measured).map(|c| c.3.abs())
+                })
+                .collect(),
+        )
+    }
+
+    /// Median |relative difference| of the later rounds from the first, over `metrics` at
+    /// every rate: the measurement's own noise (None with one round).
+    pub fn noise_over(&self, metrics: &[(&'static str, Getter)]) -> Option<f64> {
+        let d: Vec<f64> = self
+            .rates
+            .iter()
+            .flat_map(|r| {
+                r.repeats.iter().flat_map(|rep| {
+                    relative_differences_over(metrics, rep, &r.measured).map(|c| c.3.abs())
+                })
+            })
+            .collect();
+        (!d.is_empty()).then(|| median(d))
+    }
 }
 
 pub(super) fn median(mut v: Vec<f64>) -> f64 {

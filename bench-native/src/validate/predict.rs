@@ -11,6 +11,7 @@ use crate::microbench::{self, MicrobenchResult};
 use anyhow::Context;
 use engine::config::{EndRule, FirstToken, ServerConfig, SimConfig};
 use engine::cost::CostModel;
+use engine::fleet::FleetConfig;
 use engine::metrics::Summary;
 use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
 use std::path::Path;
@@ -100,16 +101,25 @@ pub(super) fn simulate(
     let mut cfg = sim_config(m, cost, front, t.to_vec());
     cfg.keep_records = records.is_some();
     cfg.validate().context("simulator configuration")?;
-    let rep = engine::sim::simulate(&cfg)?;
+    let (summary, recs) = if m.replicas > 1 {
+        // `replicas` copies of the fitted server behind the balancer's policy
+        // (docs/model.md, "Fleets"); the trace is the whole fleet's.
+        let fleet = FleetConfig::uniform(cfg, m.replicas, m.router);
+        let rep = engine::fleet::simulate_fleet(&fleet).context("fleet simulator configuration")?;
+        (rep.summary, rep.records)
+    } else {
+        let rep = engine::sim::simulate(&cfg)?;
+        (rep.summary, rep.records)
+    };
     if let Some(path) = records {
         let csv = format!(
             "{}\n{}",
             engine::sweep::RECORD_COLUMNS,
-            engine::sweep::records_csv(&rep.records, "")
+            engine::sweep::records_csv(&recs, "")
         );
         std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(rep.summary)
+    Ok(summary)
 }
 
 /// Predicted saturation throughput: everything arrives at once, the drain rate [req/s].
@@ -217,4 +227,85 @@ pub(super) fn predict_and_report(
         .with_context(|| format!("writing {}", out.join("validate.md").display()))?;
     eprintln!("4/4 wrote {}", out.join("validate.md").display());
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::fleet::RouterKind;
+
+    fn model(replicas: u32, router: RouterKind) -> ServerModel {
+        ServerModel {
+            slots: 1,
+            kv_tokens: 8192,
+            block_size: 1,
+            per_slot: Some(8192),
+            budget: 2048,
+            replicas,
+            router,
+        }
+    }
+
+    fn req(arrival: f64, prompt: u32, output: u32) -> TraceRequest {
+        TraceRequest {
+            arrival,
+            prompt,
+            output,
+            class: 0,
+        }
+    }
+
+    #[test]
+    fn a_fleet_prediction_routes_the_trace_as_the_balancer_would() {
+        let cost = SimConfig::vllm_like(1.0).cost;
+        // a long request, then three short ones half a second apart
+        let t = vec![
+            req(0.0, 200, 4000),
+            req(0.5, 8, 4),
+            req(1.0, 8, 4),
+            req(1.5, 8, 4),
+        ];
+        let dir = std::env::temp_dir().join(format!("kvqueue-fleet-pred-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let records = dir.join("requests.csv");
+        let one = simulate(
+            &model(1, RouterKind::RoundRobin),
+            &cost,
+            (0.0, 0.0),
+            &t,
+            None,
+        )
+        .unwrap();
+        let rr = simulate(
+            &model(2, RouterKind::RoundRobin),
+            &cost,
+            (0.0, 0.0),
+            &t,
+            Some(&records),
+        )
+        .unwrap();
+        let lor = simulate(
+            &model(2, RouterKind::LeastOutstanding),
+            &cost,
+            (0.0, 0.0),
+            &t,
+            None,
+        )
+        .unwrap();
+        for s in [&one, &rr, &lor] {
+            assert_eq!(s.completed, 4);
+        }
+        let ttft = |s: &Summary| s.ttft.mean.unwrap();
+        // one slot alone: every short request waits behind the long one
+        assert!(ttft(&rr) < ttft(&one), "{} {}", ttft(&rr), ttft(&one));
+        // round-robin sends the third request to the long one's replica; least
+        // outstanding sends it to the idle one
+        assert!(ttft(&lor) < ttft(&rr), "{} {}", ttft(&lor), ttft(&rr));
+        assert!(ttft(&lor) * 3.0 < ttft(&rr));
+        // the fleet's simulated requests are written, one row each
+        let csv = std::fs::read_to_string(&records).unwrap();
+        assert_eq!(csv.lines().count(), 5, "{csv}");
+        assert!(csv.starts_with(engine::sweep::RECORD_COLUMNS));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -8,6 +8,7 @@ use super::{ValidateArgs, ValidateReport};
 use crate::fit;
 use crate::microbench::MicrobenchResult;
 use anyhow::{bail, Context};
+use engine::fleet::RouterKind;
 use engine::metrics::Summary;
 use engine::workload::TraceRequest;
 use serde_json::Value;
@@ -28,6 +29,15 @@ pub struct RecordedArgs {
     pub budget: u32,
     pub slots: Option<u32>,
     pub kv_tokens: Option<u64>,
+    /// The fleet measured through `--balancer` (1 replica: the `--url` server itself).
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default)]
+    pub router: RouterKind,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl RecordedArgs {
@@ -39,10 +49,17 @@ impl RecordedArgs {
             budget: a.budget,
             slots: a.slots,
             kv_tokens: a.kv_tokens,
+            replicas: a.replicas,
+            router: a
+                .router
+                .as_deref()
+                .and_then(RouterKind::parse)
+                .unwrap_or_default(),
         }
     }
 
-    /// `a` with these in place of its own.
+    /// `a` with these in place of its own (its `--router`, if given, stays: a recorded
+    /// fleet may be predicted behind another router).
     pub fn apply(self, a: &ValidateArgs) -> ValidateArgs {
         ValidateArgs {
             scale: self.scale,
@@ -51,6 +68,8 @@ impl RecordedArgs {
             budget: self.budget,
             slots: self.slots,
             kv_tokens: self.kv_tokens,
+            replicas: self.replicas,
+            router: a.router.clone().or_else(|| Some(self.router.name())),
             ..a.clone()
         }
     }
@@ -66,6 +85,14 @@ impl RecordedArgs {
         }
         if let Some(k) = self.kv_tokens {
             let _ = write!(s, " --kv-tokens {k}");
+        }
+        if self.replicas > 1 {
+            let _ = write!(
+                s,
+                " --replicas {} --router {}",
+                self.replicas,
+                self.router.name()
+            );
         }
         s
     }
@@ -114,12 +141,12 @@ pub(super) fn replay(
         dir.display(),
         recorded.flags()
     );
-    recorded.write(&args.out)?;
     // the report's workload line: the recorded traces' length
     let args = &ValidateArgs {
         requests: rec.measured[0].1.len(),
         ..recorded.apply(args)
     };
+    RecordedArgs::of(args).write(&args.out)?;
     let model = server_model(args, &rec.meta)?;
     let cap = length_cap(args, &model);
     eprintln!(

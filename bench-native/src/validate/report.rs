@@ -1,6 +1,6 @@
 //! `validate.md` and `validate.csv`: the report of a prediction against a measurement.
 
-use super::errors::{median, ValidateReport, METRICS};
+use super::errors::{median, relative_differences_over, ValidateReport, FLEET_METRICS, METRICS};
 use super::server::{kv_text, ServerModel};
 use super::{fmt_rate, ValidateArgs};
 use crate::fit;
@@ -114,6 +114,9 @@ pub(super) fn markdown(
         pre.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
         post.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
     );
+    if m.replicas > 1 {
+        fleet_section(&mut s, r, args, m);
+    }
     let split: Vec<String> = f
         .ubatch_residuals
         .iter()
@@ -203,4 +206,55 @@ pub(super) fn markdown(
             .join(", ")
     );
     s
+}
+
+/// With `--replicas` > 1: the fleet, and the prediction of mean/p99 TTFT and TPOT per rate
+/// against every round.
+fn fleet_section(s: &mut String, r: &ValidateReport, args: &ValidateArgs, m: &ServerModel) {
+    let _ = writeln!(
+        s,
+        "Fleet: measured through the load balancer at {}; predicted by the fleet simulator \
+         as {} copies of the server above (each with the cost fitted on the one at the \
+         microbenchmarked URL) behind the `{}` router, the trace being the whole fleet's.\n",
+        args.balancer.as_deref().unwrap_or("(recorded run)"),
+        m.replicas,
+        m.router.name()
+    );
+    let _ = writeln!(
+        s,
+        "| rate [req/s] | TTFT mean | TTFT p99 | TPOT mean | TPOT p99 |\n|---:|---:|---:|---:|---:|"
+    );
+    for x in &r.rates {
+        let _ = write!(s, "| {} ", fmt_rate(x.rate));
+        for (name, p, me, e) in relative_differences_over(&FLEET_METRICS, &x.predicted, &x.measured)
+        {
+            let (k, d) = display_unit(name);
+            let later: String = x
+                .repeats
+                .iter()
+                .filter_map(|rep| FLEET_METRICS.iter().find(|f| f.0 == name)?.1(rep))
+                .map(|v| format!(" / {:.d$}", v * k))
+                .collect();
+            let _ = write!(
+                s,
+                "| {:.d$} / {:.d$}{later} ({:+.0} %) ",
+                p * k,
+                me * k,
+                e * 100.0
+            );
+        }
+        s.push_str("|\n");
+    }
+    let noise = r
+        .noise_over(&FLEET_METRICS)
+        .map_or("one round: not measured".into(), |n| {
+            format!("{:.1} %", n * 100.0)
+        });
+    let _ = writeln!(
+        s,
+        "\nEach cell: predicted / measured in every round (error against the first). \
+         **Fleet median |relative error| over mean/p99 TTFT and TPOT: {:.1} %**; the \
+         measurement's own noise (later rounds against the first, same cells): {noise}.\n",
+        r.median_error_over(&FLEET_METRICS) * 100.0
+    );
 }

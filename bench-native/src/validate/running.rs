@@ -35,6 +35,13 @@ pub(super) fn measure(args: &ValidateArgs, command: &str) -> anyhow::Result<Vali
         "server: {} slots, {} KV tokens (per slot {:?}), budget {} (from --budget); lengths ShareGPT × {} capped at {cap}",
         model.slots, model.kv_tokens, model.per_slot, model.budget, args.scale
     );
+    if let Some(b) = &args.balancer {
+        eprintln!(
+            "fleet: measured through {b}, predicted as {} replicas behind {}",
+            model.replicas,
+            model.router.name()
+        );
+    }
 
     let mbc = microbench_config(args, &model, cap, &meta, &endpoint);
     eprintln!("1/4 microbenchmark (before the measurement)");
@@ -64,7 +71,16 @@ pub(super) fn measure(args: &ValidateArgs, command: &str) -> anyhow::Result<Vali
             .with_context(|| format!("writing {}", tp.display()))?;
         traces.push(t);
     }
-    let summaries = measure_rounds(args, &rt, &endpoint, &rates, &traces)?;
+    // The measured runs go through the balancer when there is one; the microbenchmarks
+    // stay on the one replica at --url.
+    let run_endpoint = EndpointConfig {
+        url: args
+            .balancer
+            .clone()
+            .unwrap_or_else(|| endpoint.url.clone()),
+        ..endpoint.clone()
+    };
+    let summaries = measure_rounds(args, &rt, &run_endpoint, &rates, &traces)?;
     let measured: Vec<Measured> = rates
         .iter()
         .zip(traces)

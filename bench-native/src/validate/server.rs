@@ -3,6 +3,7 @@
 
 use super::ValidateArgs;
 use anyhow::{bail, Context};
+use engine::fleet::RouterKind;
 use serde_json::Value;
 
 /// What the simulator is told about the server.
@@ -13,6 +14,9 @@ pub(super) struct ServerModel {
     pub(super) block_size: u32,
     pub(super) per_slot: Option<u64>,
     pub(super) budget: u32,
+    /// Copies of this server behind `router` (1: the server alone).
+    pub(super) replicas: u32,
+    pub(super) router: RouterKind,
 }
 
 /// How [`sim_config`] models the server's KV cache, in words.
@@ -45,12 +49,15 @@ pub(super) fn server_model(args: &ValidateArgs, meta: &Value) -> anyhow::Result<
     if slots == 0 {
         bail!("slots must be >= 1");
     }
+    let (replicas, router) = super::fleet_spec(args)?;
     Ok(ServerModel {
         slots,
         kv_tokens,
         block_size,
         per_slot,
         budget: args.budget,
+        replicas,
+        router,
     })
 }
 

@@ -10,6 +10,7 @@
 //!
 //! A module per subject; add a file here and one `mod` line below.
 
+mod balancer;
 mod cli;
 mod client_capability;
 mod common;

@@ -8,7 +8,7 @@
 
 use crate::common::{fixture, free_port, installed};
 use bench_native::cli::{Cli, Command as Sub};
-use bench_native::validate::{self, ValidateArgs, METRICS};
+use bench_native::validate::{self, ValidateArgs, FLEET_METRICS, METRICS};
 use clap::Parser;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -294,6 +294,58 @@ fn replay_of_a_recorded_run() {
     .unwrap_err();
     assert!(format!("{e:#}").contains("sim"), "{e:#}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A recorded fleet run (the `nginx_fleet_run` fixture: two llama-servers behind nginx
+/// round-robin, 4 rates × 36 requests, two rounds) re-predicted by the fleet simulator
+/// without a server, behind its recorded router and then behind another.
+#[test]
+fn replay_of_a_recorded_fleet_run_and_another_router() {
+    let _cpu = crate::common::cpu_bound();
+    let rec = fixture("nginx_fleet_run");
+    let base = std::env::temp_dir().join(format!("kvqueue-fleet-replay-{}", std::process::id()));
+    let (_, rr) = replay(&rec, &base.join("rr"), &[]);
+    let (_, lor) = replay(&rec, &base.join("lor"), &["--router", "least_outstanding"]);
+    let rates: Vec<f64> = rr.rates.iter().map(|r| r.rate).collect();
+    assert_eq!(rates, [1.3, 1.9, 2.6, 3.2]);
+    for rep in [&rr, &lor] {
+        for r in &rep.rates {
+            assert_eq!(r.measured.completed, 36, "rate {}", r.rate);
+            assert_eq!(r.predicted.completed, 36, "rate {}", r.rate);
+            assert_eq!(r.repeats.len(), 1);
+        }
+        let (err, noise) = (
+            rep.median_error_over(&FLEET_METRICS),
+            rep.noise_over(&FLEET_METRICS).unwrap(),
+        );
+        assert!(err.is_finite() && err > 0.0 && noise > 0.0, "{err} {noise}");
+    }
+    // the same fit and traces: least outstanding routes the busy top rate better
+    let ttft = |rep: &validate::ValidateReport, i: usize| rep.rates[i].predicted.ttft.mean.unwrap();
+    assert!(
+        ttft(&lor, 3) < ttft(&rr, 3),
+        "{} {}",
+        ttft(&lor, 3),
+        ttft(&rr, 3)
+    );
+    // the measurements are the recording's, whatever the router
+    assert_eq!(
+        rr.rates[3].measured.ttft.mean,
+        lor.rates[3].measured.ttft.mean
+    );
+    for (dir, router) in [("rr", "round_robin"), ("lor", "least_outstanding")] {
+        let md = std::fs::read_to_string(base.join(dir).join("validate.md")).unwrap();
+        assert!(
+            md.contains(&format!("behind the `{router}` router")),
+            "{md}"
+        );
+        assert!(md.contains("Fleet median |relative error|"), "{md}");
+        // the replay records the router it predicted with
+        let recorded = validate::RecordedArgs::read(&base.join(dir)).unwrap();
+        assert_eq!(recorded.router.name(), router);
+        assert_eq!(recorded.replicas, 2);
+    }
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// A replay simulates the server the run was recorded with: the recorded vLLM run was

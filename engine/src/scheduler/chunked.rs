@@ -25,7 +25,7 @@ impl Scheduler for Chunked {
             let s = self.waiting.pop_front().expect("the head was just seen");
             ctx.admit(s, blocks);
             let s = ctx.running.last_mut().expect("just admitted");
-            s.chunk = s.prefill_target.min(budget);
+            s.chunk = (s.prefill_target - s.prefilled).min(budget);
             budget -= s.chunk;
             plan.prefill_tokens += s.chunk as u64;
             plan.prefill_seqs += 1;

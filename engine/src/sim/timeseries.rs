@@ -22,6 +22,14 @@ pub struct TimePoint {
     pub running: u32,
     /// KV in use (blocks × block size) [tokens].
     pub kv_used_tokens: u64,
+    /// Prefix cache: blocks in the cache, held or idle (× block size) [tokens]; 0 with
+    /// the cache off, and then not written out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_cached_tokens: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// The sampling grid and the samples taken so far.
@@ -56,7 +64,13 @@ impl Sampler {
 
     /// Records the state at the instant [`Sampler::next`] and moves to the following one.
     #[inline]
-    pub(super) fn record(&mut self, waiting: u32, running: u32, kv_used_tokens: u64) {
+    pub(super) fn record(
+        &mut self,
+        waiting: u32,
+        running: u32,
+        kv_used_tokens: u64,
+        kv_cached_tokens: u64,
+    ) {
         let t = self.next;
         self.index += 1;
         self.points.push(TimePoint {
@@ -64,6 +78,7 @@ impl Sampler {
             waiting,
             running,
             kv_used_tokens,
+            kv_cached_tokens,
         });
         if self.index == self.thin_at {
             self.thin();

@@ -225,8 +225,23 @@ pub fn block_key(
     j: u64,
     bs: u64,
 ) -> u64 {
+    mix(block_chain(shared, id, group, conv, j, bs) ^ mix(j))
+}
+
+/// The chain block `j` belongs to: [`block_key`] is a function of (chain, j), and
+/// blocks with equal keys have equal chains and indices. A group's system prompt, a
+/// conversation, a trace block id and a request's own tokens are each one chain.
+#[inline]
+pub fn block_chain(
+    shared: Option<&SharedTokens>,
+    id: u64,
+    group: u16,
+    conv: u32,
+    j: u64,
+    bs: u64,
+) -> u64 {
     let end = (j + 1) * bs;
-    let base = match shared {
+    match shared {
         Some(SharedTokens::Blocks { blocks }) => {
             let ids = blocks.of(id as usize);
             let m = (end - 1) / blocks.block_tokens.max(1) as u64;
@@ -238,8 +253,29 @@ pub fn block_key(
         Some(s) if group > 0 && end <= s.system_tokens() as u64 => GROUP | (group as u64) << 32,
         _ if conv > 0 => CONV | (conv as u64) << 24,
         _ => OWN | (id << 20),
-    };
-    mix(base ^ mix(j))
+    }
+}
+
+/// How many leading full blocks of a request (labels as in [`block_key`]) can have a
+/// key another request shares: those within its trace block ids, within its group's
+/// system prompt, or all of a conversation's (`u64::MAX`). The blocks after them are the
+/// request's own: only the request itself (after a preemption) can ever find them.
+#[inline]
+pub fn shared_blocks(
+    shared: Option<&SharedTokens>,
+    id: u64,
+    group: u16,
+    conv: u32,
+    bs: u64,
+) -> u64 {
+    match shared {
+        Some(SharedTokens::Blocks { blocks }) => {
+            blocks.of(id as usize).len() as u64 * blocks.block_tokens as u64 / bs
+        }
+        _ if conv > 0 => u64::MAX,
+        Some(s) if group > 0 => s.system_tokens() as u64 / bs,
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
@@ -400,6 +436,35 @@ mod tests {
         }
         assert_ne!(kt(0, 0), kt(0, 1));
         let _ = LengthDist::reference();
+    }
+
+    #[test]
+    fn shared_blocks_end_where_own_keys_begin() {
+        let same = |s: Option<&SharedTokens>, id, group, conv, j| {
+            block_key(s, id, group, conv, j, 16) == block_key(s, id + 1, group, conv, j, 16)
+        };
+        let p = SharedTokens::Prefixes {
+            system: system(2, 1.0),
+        };
+        let t = SharedTokens::Blocks {
+            blocks: BlockIds {
+                block_tokens: 64,
+                offsets: vec![0, 3, 6],
+                ids: vec![1, 2, 3, 1, 2, 3],
+            },
+        };
+        for (s, group, conv) in [
+            (Some(&p), 1, 0),
+            (Some(&p), 0, 0),
+            (None, 0, 0),
+            (Some(&t), 0, 0),
+        ] {
+            let n = shared_blocks(s, 0, group, conv, 16);
+            for j in 0..20 {
+                assert_eq!(same(s, 0, group, conv, j), j < n, "{group} {conv} {j} {n}");
+            }
+        }
+        assert_eq!(shared_blocks(Some(&p), 0, 1, 3, 16), u64::MAX);
     }
 
     #[test]
