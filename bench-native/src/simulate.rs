@@ -29,7 +29,7 @@ use std::path::PathBuf;
     bench-native simulate --like vllm-result.json --preset vllm-v1 --batch 8 --kv 24576 --block-size 128 --budget 2048 --cost fit.json\n  \
     bench-native simulate --like runs/r2 --preset llama-cpp --batch 4 --kv 8192 --budget 512 --cost fit.json --format csv\n\n\
 Fleets (--rate is the whole fleet's; routers: round_robin|rr, random, least_outstanding|lor|least_conn|leastconn,\n\
-least_tokens|jsq, power_of_D|p2c, kv_aware|kv):\n  \
+least_tokens|jsq, power_of_D|p2c, kv_aware|kv, prefix_affinity|prefix):\n  \
     bench-native simulate --rate 16 --batch 8 --kv 8192 --replicas 4 --router least_outstanding\n  \
     bench-native simulate --preset vllm-v1 --batch 8 --kv 768 --rate 20 --replicas 8 --router kv_aware\n  \
     bench-native simulate --rate 1000 --batch 32 --kv 65536 --horizon 3600 --replicas 64 --router p2c   # 3.6 M requests\n  \

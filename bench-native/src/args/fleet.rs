@@ -82,7 +82,8 @@ fn router(name: &str, what: &str) -> Result<RouterKind, ArgError> {
     RouterKind::parse(name).ok_or_else(|| {
         ArgError::Conflict(format!(
             "{what}: unknown router '{name}': one of round_robin (rr), random, \
-             least_outstanding (lor, least_conn), least_tokens (jsq), power_of_D (p2c), kv_aware"
+             least_outstanding (lor, least_conn), least_tokens (jsq), power_of_D (p2c), kv_aware, \
+             prefix_affinity (prefix)"
         ))
     })
 }

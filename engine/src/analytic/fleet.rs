@@ -114,7 +114,11 @@ pub fn predict_fleet(
         RouterKind::RoundRobin => {
             vec![(lambda / nf, scv / nf, Pooling::None); n]
         }
-        RouterKind::Random => vec![(lambda / nf, 1.0 + (scv - 1.0) / nf, Pooling::None); n],
+        // Prefix affinity splits the stream by group, independently of load: modelled
+        // as a random split (even only when the groups' traffic hashes evenly).
+        RouterKind::Random | RouterKind::PrefixAffinity => {
+            vec![(lambda / nf, 1.0 + (scv - 1.0) / nf, Pooling::None); n]
+        }
         RouterKind::LeastOutstanding | RouterKind::LeastTokens | RouterKind::KvAware if uniform => {
             vec![(lambda / nf, scv, Pooling::Full(nf)); n]
         }

@@ -29,6 +29,11 @@ pub enum RouterKind {
     /// The server with the lowest KV-cache use as it last reported (paged servers only);
     /// ties by outstanding requests.
     KvAware,
+    /// Prefix affinity: consistent (rendezvous) hashing on what a request shares — its
+    /// conversation, else its system-prompt group — so requests that share a prefix go to
+    /// the server that has it cached, as llm-d's prefix scorer aims to; requests that share
+    /// nothing go to the server with the fewest outstanding. Not in [`RouterKind::ALL`].
+    PrefixAffinity,
 }
 
 impl RouterKind {
@@ -51,6 +56,7 @@ impl RouterKind {
             RouterKind::LeastTokens => "least_tokens".into(),
             RouterKind::PowerOfD { d } => format!("power_of_{d}"),
             RouterKind::KvAware => "kv_aware".into(),
+            RouterKind::PrefixAffinity => "prefix_affinity".into(),
         }
     }
 
@@ -67,6 +73,7 @@ impl RouterKind {
             "least_tokens" | "jsq" | "jsq_tokens" => RouterKind::LeastTokens,
             "p2c" => RouterKind::PowerOfD { d: 2 },
             "kv_aware" | "kv" => RouterKind::KvAware,
+            "prefix_affinity" | "prefix" | "affinity" => RouterKind::PrefixAffinity,
             other => {
                 let d = other.strip_prefix("power_of_")?.parse().ok()?;
                 RouterKind::PowerOfD { d }
@@ -97,6 +104,12 @@ impl RouterKind {
                 d: d as usize,
                 rng: rng(),
                 picks: Vec::new(),
+            }),
+            RouterKind::PrefixAffinity => Box::new(PrefixAffinity {
+                fallback: LeastBy {
+                    next: 0,
+                    key: |v| (v.outstanding, 0),
+                },
             }),
             RouterKind::KvAware => Box::new(LeastBy {
                 next: 0,
@@ -165,6 +178,34 @@ impl Route for LeastBy {
         }
         self.next = best + 1;
         best
+    }
+}
+
+struct PrefixAffinity {
+    fallback: LeastBy,
+}
+
+/// splitmix64's finaliser.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl Route for PrefixAffinity {
+    fn pick(&mut self, r: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize {
+        let key = if r.conv > 0 {
+            mix(u64::from(r.conv) | 1 << 40)
+        } else if r.group > 0 {
+            mix(u64::from(r.group) | 2 << 40)
+        } else {
+            return self.fallback.pick(r, n, look);
+        };
+        // Rendezvous hashing: the server with the highest weight for this key, so a
+        // key moves only when its server leaves.
+        (0..n)
+            .max_by_key(|&i| mix(key ^ mix(i as u64 + 1)))
+            .unwrap_or(0)
     }
 }
 

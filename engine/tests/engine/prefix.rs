@@ -281,3 +281,52 @@ fn che_hit_rate_and_mean_ttft_match_the_simulator() {
         );
     }
 }
+
+#[test]
+fn prefix_affinity_routing_keeps_each_group_on_one_server() {
+    use engine::fleet::{simulate_fleet, FleetConfig, RouterKind};
+    // 4 servers, each with room for a few of the 32 system prompts: spreading every group
+    // over every server evicts them; affinity keeps each on one.
+    let mut one = grid_config(0.9, 32, 8192, 1);
+    one.workload = one.workload.with_rate(12.0);
+    one.keep_records = true;
+    let hit_rate = |router| {
+        let rep = simulate_fleet(&FleetConfig::uniform(one.clone(), 4, router)).unwrap();
+        assert_eq!(rep.summary.completed, rep.summary.arrivals, "{router:?}");
+        let (mut hit, mut looked) = (0, 0);
+        for r in &rep.replicas {
+            let p = r.stats.prefix.as_ref().unwrap();
+            assert_eq!(p.held_blocks_at_end, 0);
+            hit += p.hit_blocks;
+            looked += p.query_blocks;
+        }
+        (hit as f64 / looked as f64, rep)
+    };
+    let (rr, _) = hit_rate(RouterKind::RoundRobin);
+    let (aff, rep) = hit_rate(RouterKind::PrefixAffinity);
+    assert!(aff > rr + 0.1, "affinity {aff} vs round robin {rr}");
+    // Every request of a group went to one server.
+    let recs = one.workload.generate(one.seed, one.horizon_s).unwrap();
+    let mut server_of = std::collections::HashMap::new();
+    for (q, &to) in recs.iter().zip(&rep.routed_to) {
+        if q.group > 0 {
+            assert_eq!(
+                *server_of.entry(q.group).or_insert(to),
+                to,
+                "group {}",
+                q.group
+            );
+        }
+    }
+    assert!(
+        server_of
+            .values()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            > 1
+    );
+    assert_eq!(
+        RouterKind::parse("prefix-affinity"),
+        Some(RouterKind::PrefixAffinity)
+    );
+}
