@@ -420,18 +420,7 @@ pub fn model(state: &FleetState, p: &Params, rates: &[f64]) -> FleetModel {
     for &r in rates {
         match predict_fleet(ModelKind::Batching, &state.config(p, r, 0)) {
             Ok(pred) => {
-                // The fleet's throughput is the sum of the replicas' (the engine's fleet
-                // figure is one replica's when all replicas are alike).
-                let goodput = pred
-                    .replicas
-                    .iter()
-                    .filter_map(|x| x.prediction.metrics())
-                    .map(|m| m.goodput_rps)
-                    .sum();
-                let m = pred.fleet.metrics().map(|m| Predicted {
-                    goodput_rps: goodput,
-                    ..*m
-                });
+                let m = pred.fleet.metrics().copied();
                 out.points.push((r, m.filter(Predicted::is_finite)));
             }
             Err(e) => {
