@@ -350,6 +350,9 @@ fn router_help(r: RouterKind) -> &'static str {
         RouterKind::LeastTokens => "least_tokens — least outstanding tokens",
         RouterKind::PowerOfD { .. } => "power_of_2 — the less loaded of 2 drawn at random",
         RouterKind::KvAware => "kv_aware — lowest KV use (paged servers only)",
+        RouterKind::PrefixAffinity => {
+            "prefix_affinity — one server per shared prefix (rendezvous hashing)"
+        }
     }
 }
 
