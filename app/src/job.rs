@@ -77,6 +77,20 @@ pub struct Job {
     pub tasks: Vec<Task>,
 }
 
+impl Job {
+    /// One job per worker's share of the tasks, all under `id` with `params`.
+    pub fn per_share(id: u64, params: &Params, shares: Vec<Vec<Task>>) -> Vec<Job> {
+        shares
+            .into_iter()
+            .map(|tasks| Job {
+                id,
+                params: params.clone(),
+                tasks,
+            })
+            .collect()
+    }
+}
+
 /// The detail views' data at the chosen rate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Detail {

@@ -333,15 +333,7 @@ fn start_sweep(c: Ctx) {
     c.points.set(Vec::new());
     c.models.set(None);
     c.detail.set(None);
-    let jobs = shares
-        .into_iter()
-        .map(|tasks| Job {
-            id,
-            params: p.clone(),
-            tasks,
-        })
-        .collect();
-    pool.borrow_mut().submit(jobs);
+    pool.borrow_mut().submit(Job::per_share(id, &p, shares));
 }
 
 fn start_grid(c: Ctx) {
@@ -364,15 +356,8 @@ fn start_grid(c: Ctx) {
     });
     c.grid.set(Some("running the reference grid…".into()));
     let params = Params::default();
-    let jobs = shares
-        .into_iter()
-        .map(|tasks| Job {
-            id,
-            params: params.clone(),
-            tasks,
-        })
-        .collect();
-    pool.borrow_mut().submit(jobs);
+    pool.borrow_mut()
+        .submit(Job::per_share(id, &params, shares));
 }
 
 /// Runs the open lesson in a worker (in place if there is no pool), cancelling whatever

@@ -224,15 +224,7 @@ pub(super) fn start(c: Ctx) {
     c.fleet.points.set(Vec::new());
     c.fleet.model.set(None);
     c.fleet.detail.set(None);
-    let jobs = shares
-        .into_iter()
-        .map(|tasks| Job {
-            id,
-            params: p.clone(),
-            tasks,
-        })
-        .collect();
-    pool.borrow_mut().submit(jobs);
+    pool.borrow_mut().submit(Job::per_share(id, &p, shares));
 }
 
 /// Runs the fleet benchmark ([`fleet::bench`]) in the workers.
@@ -267,15 +259,8 @@ fn start_bench(c: Ctx) {
         ..RunState::default()
     });
     c.fleet.bench.set(Some("running the fleet sweep…".into()));
-    let jobs = shares
-        .into_iter()
-        .map(|tasks| Job {
-            id,
-            params: params.clone(),
-            tasks,
-        })
-        .collect();
-    pool.borrow_mut().submit(jobs);
+    pool.borrow_mut()
+        .submit(Job::per_share(id, &params, shares));
 }
 
 /// The error about fleet field `key`, beside it.
