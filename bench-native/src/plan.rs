@@ -258,7 +258,7 @@ fn sentence(ans: &Answer) -> String {
         100.0 * ans.spec.attainment,
         ms(slo.slo_ttft_s),
         ms(slo.slo_tpot_s),
-        engine_num(ans.spec.base.workload.rate())
+        crate::args::num(ans.spec.base.workload.rate())
     );
     match (ans.confirmed.first(), ans.screen.best()) {
         (Some(c), _) if c.meets => format!(
@@ -293,10 +293,6 @@ fn sentence(ans: &Answer) -> String {
             format!("No candidate meets {goal}.{why}")
         }
     }
-}
-
-fn engine_num(x: f64) -> String {
-    crate::args::num(x)
 }
 
 fn table(ans: &Answer) -> String {
@@ -470,7 +466,7 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
     let peak = segments.iter().map(|s| s.1).fold(0.0, f64::max);
     eprintln!(
         "planning for {} req/s: screening, then simulating the {} cheapest over {} seeds…",
-        engine_num(peak),
+        crate::args::num(peak),
         a.finalists,
         a.seeds
     );

@@ -429,6 +429,13 @@ fn smallest(
     Ok(Ok((hi, hi_p.unwrap_or_default(), below)))
 }
 
+/// Cheaper first, then lower predicted p99 TTFT.
+fn cheapest_first(a: &Screened, b: &Screened) -> std::cmp::Ordering {
+    a.usd_per_hour
+        .total_cmp(&b.usd_per_hour)
+        .then(a.predicted.ttft_p99_s.total_cmp(&b.predicted.ttft_p99_s))
+}
+
 /// Screens every family with the analytical fleet model.
 ///
 /// # Errors
@@ -462,11 +469,7 @@ pub fn screen(spec: &PlanSpec) -> Result<Screen, PlanError> {
             Err(e) => return Err(e),
         }
     }
-    feasible.sort_by(|a, b| {
-        a.usd_per_hour
-            .total_cmp(&b.usd_per_hour)
-            .then(a.predicted.ttft_p99_s.total_cmp(&b.predicted.ttft_p99_s))
-    });
+    feasible.sort_by(cheapest_first);
     Ok(Screen {
         feasible,
         infeasible,
@@ -500,11 +503,7 @@ pub fn pareto(spec: &PlanSpec, screen: &Screen, extra: u32) -> Result<Vec<Screen
             }
         }
     }
-    all.sort_by(|a, b| {
-        a.usd_per_hour
-            .total_cmp(&b.usd_per_hour)
-            .then(a.predicted.ttft_p99_s.total_cmp(&b.predicted.ttft_p99_s))
-    });
+    all.sort_by(cheapest_first);
     let mut front: Vec<Screened> = Vec::new();
     for s in all {
         if front
