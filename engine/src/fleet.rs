@@ -19,6 +19,7 @@
 
 mod gate;
 mod router;
+mod users;
 
 pub use router::RouterKind;
 
@@ -30,7 +31,7 @@ use crate::limits::{Limits, MAX_REPLICAS};
 use crate::metrics::{Accumulator, Summary};
 use crate::record::RequestRecord;
 use crate::sim::{server, RunStats, Server, ServerView, TimePoint};
-use crate::workload::Request;
+use crate::workload::{Request, UserSource};
 use serde::{Deserialize, Serialize};
 
 /// One server of a fleet: its settings and cost model.
@@ -41,7 +42,7 @@ pub struct Replica {
 }
 
 /// How the client sends requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Client {
     /// Each request at its arrival time (open loop).
@@ -51,6 +52,11 @@ pub enum Client {
     /// `max` are in flight, when one of them ends, in arrival order (`vllm bench serve
     /// --max-concurrency`). Its latencies count from when it is sent.
     MaxConcurrency { max: u32 },
+    /// `users` closed-loop users, each sending its next request a think time (exponential,
+    /// mean `think_s`; 0 at once) after the answer to its last one ends, until the horizon
+    /// (docs/model.md, Closed-loop users). The workload's lengths and conversations are
+    /// kept; its arrival process is not used.
+    Users { users: u32, think_s: f64 },
 }
 
 /// A fleet: the workload and run settings of `base`, N servers and a router.
@@ -142,11 +148,18 @@ impl FleetConfig {
             }
             _ => {}
         }
-        if let Client::MaxConcurrency { max: 0 } = self.client {
-            return Err(ConfigError::Zero {
-                name: "max_concurrency",
-                value: 0,
-            });
+        match self.client {
+            Client::MaxConcurrency { max: 0 } => {
+                return Err(ConfigError::Zero {
+                    name: "max_concurrency",
+                    value: 0,
+                })
+            }
+            Client::Users { users, think_s } => {
+                // The same checks as the source's own.
+                UserSource::new(&self.base.workload, self.base.seed, users, think_s)?;
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -264,6 +277,17 @@ fn run<I: Iterator<Item = Request>>(
             requests,
             max as usize,
         ),
+        Client::Users { users, think_s } => {
+            let mut source = UserSource::new(&cfg.base.workload, cfg.base.seed, users, think_s)
+                .expect("validated");
+            users::run(
+                &mut fleet,
+                &mut servers,
+                router.as_mut(),
+                &mut source,
+                cfg.base.horizon_s,
+            );
+        }
     }
     fleet.finish(cfg, servers)
 }

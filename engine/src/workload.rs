@@ -11,11 +11,13 @@ pub mod import;
 mod lengths;
 pub mod shared;
 mod trace;
+mod users;
 
 pub use arrivals::{ArrivalProcess, TraceRequest};
 pub use lengths::{LengthDist, LengthMoments, MixtureClass};
 pub use shared::{Conversations, SharedTokens, SystemPrompts};
 pub use trace::{parse_trace, Position, Trace, TraceError};
+pub use users::UserSource;
 
 use arrivals::GapSampler;
 use lengths::LengthSampler;
@@ -232,7 +234,7 @@ pub struct RequestStream<'a> {
 
 /// A conversation's next turn.
 #[derive(Clone, Debug)]
-struct Turn {
+pub(crate) struct Turn {
     /// Arrival [s] (bits of a non-negative float: ordered as the float).
     at: u64,
     conv: u32,
@@ -282,69 +284,99 @@ impl RequestStream<'_> {
             };
             let (mut turn, user, output) = if take_start {
                 let r = self.pending_start.take().expect("just seen");
-                let c = self.starts;
-                self.starts += 1;
-                let group = self.draw_group();
-                let system = if group > 0 {
-                    self.workload
-                        .shared
-                        .as_ref()
-                        .map_or(0, SharedTokens::system_tokens)
-                } else {
-                    0
-                };
-                let turn = Turn {
-                    at: r.arrival.to_bits(),
-                    conv: (c % u32::MAX as u64) as u32 + 1,
-                    group,
-                    k: 0,
-                    history: system as u64,
-                    rng: stream_rng(
-                        self.seed ^ c.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                        CONV_STREAM,
-                    ),
-                };
+                let turn = self.start_conversation(r.arrival);
                 (turn, r.prompt, r.output)
             } else {
                 let std::cmp::Reverse(mut t) = self.turns.pop().expect("just seen");
-                let (p, o, _) = self.lengths.sample(&mut t.rng);
-                t.k += 1;
+                let (p, o) = self.next_turn_lengths(&mut t);
                 (t, p, o)
             };
             let arrival = f64::from_bits(turn.at);
-            let prompt = turn.history + user as u64;
-            let fits = self
-                .workload
-                .max_model_len
-                .is_none_or(|cap| prompt + output as u64 <= cap as u64);
-            if !fits || prompt > u32::MAX as u64 / 2 {
+            let Some((req, gap)) = self.take_turn(&mut turn, user, output, conv) else {
                 // The conversation has outgrown the context: it ends.
                 continue;
-            }
-            let id = self.turn_id;
-            self.turn_id += 1;
-            let req = Request {
-                id,
-                arrival,
-                prompt: prompt as u32,
-                output,
-                class: 0,
-                group: turn.group,
-                conv: turn.conv,
             };
-            // The next turn, if the conversation goes on.
-            let go_on: f64 = turn.rng.random();
-            let gap: f64 = rand_distr::Distribution::sample(&rand_distr::Exp1, &mut turn.rng);
-            if turn.k + 1 < conv.max_turns && go_on < conv.go_on() {
+            if let Some(gap) = gap {
                 let next = arrival + gap * conv.think_s;
                 if next <= self.horizon {
-                    turn.history = prompt + output as u64;
                     turn.at = next.to_bits();
                     self.turns.push(std::cmp::Reverse(turn));
                 }
             }
             return Some(req);
         }
+    }
+
+    /// A new conversation, its first turn at `at` [s]: its number, group and own stream.
+    fn start_conversation(&mut self, at: f64) -> Turn {
+        let c = self.starts;
+        self.starts += 1;
+        let group = self.draw_group();
+        let system = if group > 0 {
+            self.workload
+                .shared
+                .as_ref()
+                .map_or(0, SharedTokens::system_tokens)
+        } else {
+            0
+        };
+        Turn {
+            at: at.to_bits(),
+            conv: (c % u32::MAX as u64) as u32 + 1,
+            group,
+            k: 0,
+            history: system as u64,
+            rng: stream_rng(
+                self.seed ^ c.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                CONV_STREAM,
+            ),
+        }
+    }
+
+    /// The request of `turn` (arriving at `turn.at`; the user's new message of `user`
+    /// tokens, an answer of `output`), or `None` if the conversation has outgrown the
+    /// context. With it, the unit-mean gap to the next turn if the conversation goes on
+    /// (drawn from the conversation's own stream), and `turn` moved on to that turn.
+    fn take_turn(
+        &mut self,
+        turn: &mut Turn,
+        user: u32,
+        output: u32,
+        conv: &Conversations,
+    ) -> Option<(Request, Option<f64>)> {
+        let prompt = turn.history + user as u64;
+        let fits = self
+            .workload
+            .max_model_len
+            .is_none_or(|cap| prompt + output as u64 <= cap as u64);
+        if !fits || prompt > u32::MAX as u64 / 2 {
+            return None;
+        }
+        let id = self.turn_id;
+        self.turn_id += 1;
+        let req = Request {
+            id,
+            arrival: f64::from_bits(turn.at),
+            prompt: prompt as u32,
+            output,
+            class: 0,
+            group: turn.group,
+            conv: turn.conv,
+        };
+        let go_on: f64 = turn.rng.random();
+        let gap: f64 = rand_distr::Distribution::sample(&rand_distr::Exp1, &mut turn.rng);
+        let more = turn.k + 1 < conv.max_turns && go_on < conv.go_on();
+        if more {
+            turn.history = prompt + output as u64;
+        }
+        Some((req, more.then_some(gap)))
+    }
+
+    /// The next turn of `turn`'s conversation: its user message and answer lengths.
+    fn next_turn_lengths(&mut self, turn: &mut Turn) -> (u32, u32) {
+        let (p, o, _) = self.lengths.sample(&mut turn.rng);
+        turn.k += 1;
+        (p, o)
     }
 
     /// A group label from the shared stream (0 without system prompts).

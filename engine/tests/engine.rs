@@ -25,6 +25,8 @@ mod profiler_study;
 mod runs;
 #[path = "engine/servers.rs"]
 mod servers;
+#[path = "engine/users.rs"]
+mod users;
 
 use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
 use engine::cost::{CostModel, LinearCost, TableCost};

@@ -15,7 +15,7 @@ use std::collections::BinaryHeap;
 
 /// A free-slot instant, ordered as a number (instants are finite and ≥ 0).
 #[derive(Clone, Copy, Debug)]
-struct At(f64);
+pub(super) struct At(pub(super) f64);
 
 impl PartialEq for At {
     fn eq(&self, other: &Self) -> bool {
@@ -84,7 +84,7 @@ fn collect(
 /// ever will. No request can be sent before `floor` nor before the next departure, which
 /// is never before the earliest instant a server can next change (its wake), so servers
 /// may run up to there.
-fn wait_for_departure(servers: &mut [Box<dyn Server + '_>], floor: f64) -> bool {
+pub(super) fn wait_for_departure(servers: &mut [Box<dyn Server + '_>], floor: f64) -> bool {
     let d = servers
         .iter()
         .filter(|s| !s.idle())
