@@ -21,6 +21,7 @@ use std::path::PathBuf;
     bench-native simulate --rate 4 --policy chunked --kv-mode paged --block-size 16 --budget 512 --lengths sharegpt --drain --records run.csv\n  \
     bench-native simulate --preset vllm --rate 6 --batch 64 --kv 65536 --system-prompt 8:0.6:1024 --prefix-cache apc   # shared system prompts, vLLM's prefix caching\n  \
     bench-native simulate --preset vllm --rate 2 --batch 64 --kv 65536 --conversations 4:10:30 --prefix-cache apc   # multi-turn chats\n  \
+    bench-native simulate --preset vllm --batch 64 --kv 65536 --users 32 --think 5 --conversations 4:10:30 --prefix-cache apc   # closed-loop users\n  \
     bench-native simulate --rate 3 --max-in-system 12            # threshold admission: reject while 12 are in the system\n  \
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \
@@ -50,6 +51,20 @@ pub struct SimulateArgs {
     pub model: ModelArgs,
     #[command(flatten)]
     pub fleet: FleetArgs,
+    /// Closed-loop users instead of open-loop arrivals: U users, each sending its next
+    /// request --think seconds after the answer to its last one ends (as `vllm bench serve
+    /// --max-concurrency` and GuideLLM's concurrent mode do), until the horizon. The
+    /// lengths and --conversations are kept; a user's conversation goes turn after turn.
+    #[arg(long, value_name = "U", conflicts_with_all = ["rate", "trace", "like"])]
+    pub users: Option<u32>,
+    /// The users' mean think time [s] (exponential; 0 sends at once).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "users"
+    )]
+    pub think: f64,
     /// Threshold (DP) admission: the reference chain's threshold n* for this p99 TTFT
     /// target [s] (admit while fewer than n* are in the system, so every admitted request's
     /// predicted p99 TTFT meets it); n* is printed. Reference-mode configurations.
@@ -227,7 +242,7 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     if let Some(path) = a.like.clone() {
         return execute_like(&a, &path);
     }
-    if a.fleet.is_fleet() {
+    if a.fleet.is_fleet() || a.users.is_some() {
         return execute_fleet(a);
     }
     let cfg = a.config()?;
@@ -287,8 +302,16 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
 /// # Errors
 /// As [`SimulateArgs::config`] and [`FleetArgs::resolve`]; `--dp-slo` with a fleet.
 pub fn fleet_config(a: &SimulateArgs) -> anyhow::Result<Option<engine::fleet::FleetConfig>> {
-    let Some(fleet) = a.fleet.resolve(&a.model)? else {
-        return Ok(None);
+    let fleet = match (a.fleet.resolve(&a.model)?, a.users) {
+        (Some(f), _) => f,
+        // Users in front of one server.
+        (None, Some(_)) => FleetArgs {
+            replicas: Some(1),
+            ..a.fleet.clone()
+        }
+        .resolve(&a.model)?
+        .expect("one replica"),
+        (None, None) => return Ok(None),
     };
     if a.dp_slo.is_some() {
         return Err(args::ArgError::Conflict(
@@ -305,7 +328,16 @@ pub fn fleet_config(a: &SimulateArgs) -> anyhow::Result<Option<engine::fleet::Fl
         kv: a.kv.unwrap_or(base.server.kv_tokens),
         seed: a.seed,
     };
-    Ok(Some(fleet.config(&base, point, SINGLE, Scope::Run)?))
+    let mut cfg = fleet.config(&base, point, SINGLE, Scope::Run)?;
+    if let Some(users) = a.users {
+        cfg.client = engine::fleet::Client::Users {
+            users,
+            think_s: a.think,
+        };
+        cfg.validate_with(&a.model.work_limits(Scope::Run))
+            .map_err(|e| anyhow::anyhow!("--users {users} --think {}: {e}", a.think))?;
+    }
+    Ok(Some(cfg))
 }
 
 fn execute_fleet(a: SimulateArgs) -> anyhow::Result<()> {
@@ -316,7 +348,8 @@ fn execute_fleet(a: SimulateArgs) -> anyhow::Result<()> {
         .workload
         .stream(cfg.base.seed, cfg.base.horizon_s)?;
     let bar = indicatif::ProgressBar::new(expected as u64);
-    if expected > PROGRESS_ABOVE {
+    // Users send at their own pace: the stream's count is no guide to their progress.
+    if expected > PROGRESS_ABOVE && a.users.is_none() {
         bar.set_style(
             indicatif::ProgressStyle::with_template(
                 "{spinner} simulate fleet [{bar:30}] {pos}/~{len} requests {elapsed_precise} eta {eta}",
@@ -351,6 +384,13 @@ fn execute_fleet(a: SimulateArgs) -> anyhow::Result<()> {
         print!("{}", crate::fleet::replica_table(&cfg, &rep));
     }
     let arrivals: u64 = rep.replicas.iter().map(|r| r.stats.arrivals).sum();
+    if let engine::fleet::Client::Users { users, think_s } = cfg.client {
+        eprintln!(
+            "closed loop: {users} users, think {think_s} s: {:.3} req/s sent over the {} s horizon",
+            arrivals as f64 / cfg.base.horizon_s,
+            cfg.base.horizon_s
+        );
+    }
     eprintln!(
         "simulated {arrivals} requests on {} replicas ({}) in {:.1} ms ({:.2} M requests/s)",
         rep.replicas.len(),

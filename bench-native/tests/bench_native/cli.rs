@@ -381,6 +381,8 @@ fn help_shows_an_example_of_each_new_flag() {
             &[
                 "--max-in-system",
                 "--dp-slo",
+                "--users",
+                "--think",
                 "--trace",
                 "--max-requests",
                 "--max-drain-horizons",
@@ -729,4 +731,52 @@ fn sweep_writes_one_fleet_row_per_run() {
     assert_eq!(reps.lines().count(), 1 + 6 * 3, "{reps}");
     assert!(!out.join("sweep_summary.csv").exists());
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn users_make_a_closed_loop_in_front_of_the_servers() {
+    let c = fleet_config(&["--users", "12", "--think", "2.5"]).unwrap();
+    assert_eq!(
+        c.replicas.len(),
+        1,
+        "one server unless --replicas says otherwise"
+    );
+    assert_eq!(
+        c.client,
+        engine::fleet::Client::Users {
+            users: 12,
+            think_s: 2.5
+        }
+    );
+    let c = fleet_config(&["--users", "3", "--replicas", "4", "--router", "lor"]).unwrap();
+    assert_eq!(c.replicas.len(), 4);
+    let e = fleet_config(&["--users", "0"]).unwrap_err();
+    assert!(
+        e.contains("--users 0") && e.contains("must be at least 1"),
+        "{e}"
+    );
+    let e = fleet_config(&["--users", "2", "--think=-1"]).unwrap_err();
+    assert!(e.contains("think time"), "{e}");
+    // The users set the pace: a rate, or --think without users, is refused by name.
+    let mut v = vec!["bench-native", "simulate", "--users", "2", "--rate", "3"];
+    let e = Cli::try_parse_from(&v).unwrap_err().to_string();
+    assert!(e.contains("--rate") && e.contains("--users"), "{e}");
+    v = vec!["bench-native", "simulate", "--think", "3"];
+    let e = Cli::try_parse_from(&v).unwrap_err().to_string();
+    assert!(e.contains("--users"), "{e}");
+    // The run: every user busy, never more than U in the system (the table's own line).
+    let (code, err, _) = run_binary(
+        &[
+            "simulate",
+            "--users",
+            "4",
+            "--think",
+            "1",
+            "--horizon",
+            "200",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("closed loop: 4 users, think 1 s:"), "{err}");
 }
