@@ -400,6 +400,7 @@ impl Setup<'_> {
             slope: self.slope,
             pf_bias: &self.pf_bias,
             pbin_range: &self.pbin_range,
+            arrival_scv: self.arrival_scv / self.pooled,
         };
         let parts = inputs.parts();
         let wsum = parts.wsum;

@@ -48,6 +48,20 @@ pub(crate) fn poisson_at_least(k: u64, mean: f64) -> f64 {
     Poisson::new(mean).map_or(0.0, |p| p.sf(k - 1))
 }
 
+/// `P(N(w) ≥ k)` for the arrivals N(w) in a window w just after an arrival of a renewal
+/// stream whose gaps have SCV `scv`, with `mean` = rate × w: the k-th next arrival, a sum
+/// of k gaps (a gamma of mean k and SCV scv / k in units of the mean gap), comes within w.
+/// Poisson's tail for an SCV of 1.
+pub(crate) fn renewal_at_least(k: u64, mean: f64, scv: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if (scv - 1.0).abs() < 1e-9 {
+        return poisson_at_least(k, mean);
+    }
+    gamma_cdf_mean_scv(k as f64, scv / k as f64, mean)
+}
+
 /// Standard normal CDF.
 pub(crate) fn normal_cdf(z: f64) -> f64 {
     Normal::standard().cdf(z)
@@ -101,6 +115,28 @@ pub(crate) fn invert_monotone(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renewal_tails_are_poissons_at_scv_1_and_thinner_for_smoother_streams() {
+        for k in [1u64, 2, 3] {
+            for mu in [0.01, 0.3, 2.0] {
+                let p = poisson_at_least(k, mu);
+                let g = gamma_cdf_mean_scv(k as f64, 1.0 / k as f64, mu);
+                assert!((p - g).abs() < 1e-12, "k {k} mu {mu}: {p} vs {g}");
+                // Within a short window a smoother stream brings fewer arrivals, a
+                // burstier one more; past k mean gaps the order turns.
+                if mu < 0.5 * k as f64 {
+                    assert!(renewal_at_least(k, mu, 0.25) < p, "k {k} mu {mu}");
+                    assert!(renewal_at_least(k, mu, 4.0) > p, "k {k} mu {mu}");
+                } else if mu > 1.5 * k as f64 {
+                    assert!(renewal_at_least(k, mu, 0.25) > p, "k {k} mu {mu}");
+                }
+            }
+        }
+        // Deterministic gaps: the next arrival comes exactly one gap later.
+        assert_eq!(renewal_at_least(1, 0.99, 0.0), 0.0);
+        assert_eq!(renewal_at_least(1, 1.0, 0.0), 1.0);
+    }
 
     #[test]
     fn gamma_and_normal_known_values() {

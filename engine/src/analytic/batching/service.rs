@@ -246,7 +246,7 @@ pub(super) fn variance_matched(
     v: Variability,
 ) -> (Vec<f64>, Vec<f64>) {
     let keep = 1.0 - 0.5 * v.arrival.max(0.1);
-    births
+    let (mut b, mut d): (Vec<f64>, Vec<f64>) = births
         .iter()
         .zip(deaths)
         .enumerate()
@@ -259,7 +259,35 @@ pub(super) fn variance_matched(
                 (bn, dn)
             }
         })
-        .unzip()
+        .unzip();
+    // The edge into the queue, from the cap to one above it: its death carries the
+    // arrivals' share of θ, so its birth does too (for Poisson arrivals that share is 0).
+    let bc = b_cap as usize;
+    if v.arrival < 1.0 && bc < b.len() {
+        b[bc] -= (0.5 * (1.0 - v.arrival) * b[bc]).min(keep * b[bc]);
+    }
+    // Up to the cap every request is in service, as in an infinite-server queue, whose
+    // number in system has variance z × its mean m, z = 1 + (c_a² − 1)·κ the peakedness
+    // (Whitt 1984), κ = ∫(1 − G)²/E[S] between ½ (exponential service) and 1
+    // (deterministic), here 1/(1 + c²). With Poisson arrivals the chain's law there is
+    // Poisson's, ratio λ/D(n+1) = m/(n+1); multiplying each ratio by
+    // (m + n(z − 1))/(z·m) makes it the binomial (z < 1) or negative binomial (z > 1)
+    // of the same mean and variance z·m. The factor is split between the birth and the
+    // death, so the chain's pace near the mean is kept.
+    let kappa = 1.0 / (1.0 + v.service.max(0.0));
+    let z = (1.0 + (v.arrival - 1.0) * kappa).max(0.05);
+    if z < 1.0 && b.len() > 1 && d[1] > 0.0 {
+        let m = b[0] / d[1];
+        for n in 0..(b_cap as usize).min(b.len() - 1) {
+            let g = ((m + n as f64 * (z - 1.0)) / (z * m)).max(1e-3);
+            if d[n + 1] > 0.0 {
+                let f = g.sqrt();
+                b[n] *= f;
+                d[n + 1] /= f;
+            }
+        }
+    }
+    (b, d)
 }
 
 /// The squared coefficients of variation the queueing states are matched to.

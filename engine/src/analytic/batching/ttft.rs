@@ -10,7 +10,7 @@ use super::kv_occupancy::{ceil_nonneg, StateInfo};
 use super::mixture::Comp;
 use super::service::Service;
 use crate::analytic::lengths::Atom;
-use crate::analytic::special::poisson_at_least;
+use crate::analytic::special::renewal_at_least;
 
 /// An arrival that finds n < B running and starts at once: its TTFT read-out.
 struct StartState {
@@ -63,6 +63,9 @@ pub(super) struct TtftInputs<'a> {
     pub pf_bias: &'a [f64],
     /// Prompt bins: (lower edge, upper edge, mean) [tokens].
     pub pbin_range: &'a [(f64, f64, f64)],
+    /// SCV of the gaps between the arrivals this server sees (1 for Poisson; below 1 for
+    /// a stream a router has smoothed).
+    pub arrival_scv: f64,
 }
 
 /// The departures a queued arrival waits for: the first one's two moments, the spacing
@@ -166,16 +169,18 @@ impl TtftInputs<'_> {
         let (q, q2, delta) = if after_decode && (b as u32) < b_cap {
             let rate = lambda * self.states.get(n + 1).map_or(0.0, |t| t.accept);
             let delta = st_new[b + 1];
-            // Joiners before the first decode: Poisson over the wait, which a first
-            // joiner lengthens by its prefill.
+            // Joiners before the first decode: the arrivals after this one within the
+            // wait, which a first joiner lengthens by its prefill (Poisson counts for
+            // Poisson arrivals; a smoother stream's next arrival is further off).
+            let scv = self.arrival_scv;
             let mu = rate * (res_mean + pf_mean);
             let mu2 = rate * (res_mean + pf_mean + delta);
             let q2 = if (b as u32) + 1 < b_cap {
-                poisson_at_least(2, mu2)
+                renewal_at_least(2, mu2, scv)
             } else {
                 0.0
             };
-            let q = poisson_at_least(1, mu);
+            let q = renewal_at_least(1, mu, scv);
             (q, q2.min(q), delta)
         } else {
             (0.0, 0.0, 0.0)
