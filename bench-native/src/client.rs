@@ -4,6 +4,7 @@
 
 mod stream;
 
+use engine::workload::Request;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -551,6 +552,12 @@ pub struct PromptBuilder {
     cache: BTreeMap<u32, usize>,
     /// Whether lengths were calibrated with the server's tokenizer.
     pub tokenized: bool,
+    /// Tokens the server adds to any prompt (its tokenization of "": a BOS token).
+    added: u32,
+    /// Length of the system prompts [tokens] (0 for none) and the seed that picks their
+    /// text.
+    system: u32,
+    system_seed: u64,
 }
 
 const WORDS: &[&str] = &[
@@ -575,7 +582,48 @@ impl PromptBuilder {
             chars_per_token,
             cache: BTreeMap::new(),
             tokenized: false,
+            added: 0,
+            system: 0,
+            system_seed: 0,
         }
+    }
+
+    /// Requests of a group begin with the group's system prompt of `tokens` tokens: a
+    /// text of the corpus picked by the group and `seed`, the same for every request of
+    /// the group, so a prefix cache can hit on it.
+    pub fn set_system(&mut self, tokens: u32, seed: u64) {
+        self.system = tokens;
+        self.system_seed = seed;
+    }
+
+    /// The lengths [tokens] that [`PromptBuilder::request_prompt`] sizes for `r`: its
+    /// prompt, or its system prompt and its own part.
+    pub fn lengths_of(&self, r: &Request) -> Vec<u32> {
+        if r.group == 0 || self.system == 0 {
+            vec![r.prompt]
+        } else {
+            vec![self.system, self.own_tokens(r)]
+        }
+    }
+
+    /// The own part of a grouped request, sized as a whole prompt is (so its added
+    /// tokens count once, in the system prompt).
+    fn own_tokens(&self, r: &Request) -> u32 {
+        r.prompt.saturating_sub(self.system).max(1) + self.added
+    }
+
+    /// The prompt of `r`: its group's system prompt, if it has one, then its own text.
+    pub fn request_prompt(&self, r: &Request) -> String {
+        if r.group == 0 || self.system == 0 {
+            return self.prompt(r.id, r.prompt);
+        }
+        let n = self.corpus.len() as u64;
+        let pick = (u64::from(r.group))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(self.system_seed.wrapping_mul(0xbf58_476d_1ce4_e5b9));
+        let mut text = self.text_at((pick % n) as usize, self.system);
+        text.push_str(&self.prompt(r.id, self.own_tokens(r)));
+        text
     }
 
     /// `tokens × ratio` characters, within `0..=MAX_PROMPT_CHARS` whatever the ratio (a
@@ -600,6 +648,7 @@ impl PromptBuilder {
             return false;
         };
         self.tokenized = true;
+        self.added = empty as u32;
         for n in tokens {
             if self.cache.contains_key(&n) {
                 continue;
@@ -644,12 +693,17 @@ impl PromptBuilder {
 
     /// The prompt for request `id` with `tokens` tokens.
     pub fn prompt(&self, id: u64, tokens: u32) -> String {
+        let offset = (id as usize).wrapping_mul(7919) % self.corpus.len();
+        self.text_at(offset, tokens)
+    }
+
+    /// A text of `tokens` tokens from the first word boundary at or after `offset`.
+    fn text_at(&self, offset: usize, tokens: u32) -> String {
         let chars = self
             .cache
             .get(&tokens)
             .copied()
             .unwrap_or_else(|| self.chars_for(f64::from(tokens), self.chars_per_token));
-        let offset = (id as usize).wrapping_mul(7919) % self.corpus.len();
         // start at a word boundary so the tokenisation matches the calibration closely
         let start = (offset..offset + 64)
             .find(|&i| self.corpus[i % self.corpus.len()] == ' ')
@@ -684,6 +738,35 @@ mod tests {
         let p = PromptBuilder::new(1e12);
         assert_eq!(p.prompt(0, 1000).len(), MAX_PROMPT_CHARS);
         assert!(PromptBuilder::new(f64::NAN).prompt(0, 10).is_empty());
+    }
+
+    #[test]
+    fn a_groups_requests_begin_with_the_same_system_prompt() {
+        let req = |id, group| Request {
+            id,
+            arrival: 0.0,
+            prompt: 300,
+            output: 8,
+            class: 0,
+            group,
+            conv: 0,
+        };
+        let mut p = PromptBuilder::new(1.0);
+        p.set_system(256, 7);
+        let (a, b, c) = (
+            p.request_prompt(&req(1, 1)),
+            p.request_prompt(&req(2, 1)),
+            p.request_prompt(&req(3, 2)),
+        );
+        assert_eq!([a.len(), b.len(), c.len()], [300, 300, 300]);
+        assert_eq!(a[..256], b[..256], "one group, one system prompt");
+        assert_ne!(a[256..], b[256..], "each request's own part is its own");
+        assert_ne!(a[..256], c[..256], "another group, another system prompt");
+        // Ungrouped requests are the plain prompts; another seed, other system texts.
+        assert_eq!(p.request_prompt(&req(4, 0)), p.prompt(4, 300));
+        let mut q = PromptBuilder::new(1.0);
+        q.set_system(256, 8);
+        assert_ne!(q.request_prompt(&req(1, 1))[..256], a[..256]);
     }
 
     /// A server that accepts the connection and never answers: connecting gives up after

@@ -161,6 +161,16 @@ pub struct RunArgs {
     /// A workload JSON (engine `Workload`, e.g. a trace); overrides the options above.
     #[arg(long)]
     pub workload: Option<PathBuf>,
+    /// Shared system prompts, GROUPS:SHARE:TOKENS[:ZIPF] as in `simulate`: that share of
+    /// the requests begins with one of GROUPS system prompts of TOKENS tokens, the same
+    /// text for every request of a group (and a different text for every --seed), so a
+    /// prefix cache can hit on it (docs/model.md, Shared tokens).
+    #[arg(
+        long,
+        value_name = "G:SHARE:TOKENS[:ZIPF]",
+        conflicts_with = "workload"
+    )]
+    pub system_prompt: Option<String>,
     /// Cap prompt + output to this many tokens (the server's max model length).
     #[arg(long)]
     pub max_model_len: Option<u32>,
@@ -298,11 +308,18 @@ impl TryFrom<&RunArgs> for RunConfig {
                         output: a.output_tokens,
                     },
                 };
+                let shared = a
+                    .system_prompt
+                    .as_deref()
+                    .map(crate::args::shared::system_prompt)
+                    .transpose()
+                    .map_err(|e| RunError::Invalid(e.to_string()))?
+                    .map(|system| engine::workload::SharedTokens::Prefixes { system });
                 Workload {
                     arrivals,
                     lengths,
                     max_model_len: a.max_model_len,
-                    shared: None,
+                    shared,
                 }
             }
         };
@@ -574,7 +591,7 @@ fn send_schedule(
     for r in reqs {
         let req = ctx
             .ep
-            .prepare(&ctx.ep.body(&prompts.prompt(r.id, r.prompt), r.output));
+            .prepare(&ctx.ep.body(&prompts.request_prompt(&r), r.output));
         let at = t0 + Duration::from_secs_f64(r.arrival);
         let mut task: Pin<Box<dyn Future<Output = ()> + Send>> =
             Box::pin(ctx.clone().request(r, req));
@@ -670,8 +687,10 @@ pub async fn run_load(
     std::fs::create_dir_all(&cfg.out_dir).map_err(io_err(&cfg.out_dir))?;
 
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
+    let system = cfg.workload.system_prompts().map(|s| s.tokens).unwrap_or(0);
+    prompts.set_system(system, cfg.seed);
     if cfg.use_tokenizer {
-        let mut lens: Vec<u32> = reqs.iter().map(|r| r.prompt).collect();
+        let mut lens: Vec<u32> = reqs.iter().flat_map(|r| prompts.lengths_of(r)).collect();
         lens.sort_unstable();
         lens.dedup();
         prompts.calibrate(&ep, lens).await;
