@@ -45,6 +45,17 @@ mod tol {
     pub const ERLANG_B_ABS: f64 = 0.01;
 }
 
+/// Short lognormal lengths (prompt median 64, output median 48): many requests per second
+/// of simulated time.
+fn lognormal() -> LengthDist {
+    LengthDist::Lognormal {
+        prompt_median: 64.0,
+        prompt_sigma: 0.8,
+        output_median: 48.0,
+        output_sigma: 0.9,
+    }
+}
+
 fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimConfig {
     SimConfig {
         workload: Workload {

@@ -88,3 +88,19 @@ pub fn content_length(head: &str) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// The bench-native binary under test.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bench-native"))
+}
+
+/// Runs `c`, fails the test with its stderr unless it succeeds; its stdout.
+pub fn run_ok(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{c:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}

@@ -12,16 +12,12 @@
 //!   measurement's own noise. `bench-native microbench` + `fit` on the same server, then
 //!   `simulate --like` of every result. `KVQUEUE_LIKE_OUT=DIR` keeps the files there.
 
-use crate::common::repo_root;
+use crate::common::{bin, repo_root, run_ok};
 use crate::vllm_live::Vllm;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bench-native"))
-}
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("kvqueue-like-{name}-{}", std::process::id()));
@@ -387,16 +383,6 @@ fn bench_serve(
         t.elapsed().as_secs_f64()
     );
     dir.join(format!("{name}.json"))
-}
-
-fn run_ok(c: &mut Command) -> String {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{c:?}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// |relative error| of each compared metric.

@@ -8,10 +8,10 @@
 //!
 //! Also: today's `run` traffic (no --system-prompt) gets no hit at all.
 
+use crate::common::{bin, run_ok};
 use crate::vllm_live::Vllm;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const SEQS: &str = "8";
 const BUDGET: &str = "512";
@@ -21,20 +21,6 @@ const OWN: u32 = 32;
 const OUTPUT: u32 = 16;
 const RATE: f64 = 2.0;
 const DURATION_S: f64 = 40.0;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bench-native"))
-}
-
-fn run_ok(c: &mut Command) -> String {
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{c:?}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
 
 fn json_file(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()

@@ -6,15 +6,6 @@ use super::*;
 use engine::fleet::{simulate_fleet, Client, FleetConfig, FleetReport, RouterKind};
 use engine::metrics::Aggregate;
 
-fn lognormal() -> LengthDist {
-    LengthDist::Lognormal {
-        prompt_median: 64.0,
-        prompt_sigma: 0.8,
-        output_median: 48.0,
-        output_sigma: 0.9,
-    }
-}
-
 fn routers_for(kv: KvMode) -> Vec<RouterKind> {
     RouterKind::ALL
         .into_iter()

@@ -5,15 +5,6 @@ use super::*;
 use engine::fleet::{simulate_fleet, Client, FleetConfig, FleetReport, RouterKind};
 use engine::workload::{Conversations, SharedTokens};
 
-fn lognormal() -> LengthDist {
-    LengthDist::Lognormal {
-        prompt_median: 64.0,
-        prompt_sigma: 0.8,
-        output_median: 48.0,
-        output_sigma: 0.9,
-    }
-}
-
 fn users(cfg: &SimConfig, n: u32, router: RouterKind, u: u32, think_s: f64) -> FleetReport {
     let mut fleet = FleetConfig::uniform(cfg.clone(), n, router);
     fleet.client = Client::Users { users: u, think_s };
