@@ -174,12 +174,6 @@ pub fn spec(a: &SweepArgs) -> anyhow::Result<(SweepSpec, Option<Shard>, usize)> 
 pub fn execute(a: SweepArgs) -> anyhow::Result<()> {
     let threads = args::threads(a.threads)?;
     let (spec, shard, runs) = spec(&a)?;
-    if shard.is_some() && !spec.base.server.prefix_cache.is_off() {
-        anyhow::bail!(
-            "--shard with --prefix-cache apc: `merge` takes the summary's standard columns \
-             only, and the prefix cache adds its own; run the grid in one job"
-        );
-    }
     if let Some(fleet) = a.fleet.resolve(&a.model)? {
         return execute_fleet(&a, &fleet, &spec, shard, threads);
     }

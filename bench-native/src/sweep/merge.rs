@@ -4,7 +4,7 @@
 //! stray word or a `NaN` is reported with its file, line and column instead of passing
 //! into the merged file. See `docs/model.md`, Metrics, for what each column means.
 
-use engine::sweep::{merge_summary_csvs, summary_header};
+use engine::sweep::{merge_summary_csvs, summary_header, PREFIX_COLUMNS};
 
 /// What the writer puts in a column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,12 +52,12 @@ pub fn refuse(kind: Kind, value: &str) -> Option<&'static str> {
 /// file, the line and (for a value) the column.
 ///
 /// # Errors
-/// An empty or header-only file, a header other than [`summary_header`], rows with
-/// another column count, values the writer could not have written.
+/// An empty or header-only file, a header other than [`summary_header`] (or it followed by
+/// the prefix cache's [`PREFIX_COLUMNS`]), rows with another column count, values the
+/// writer could not have written.
 pub fn check_summary<'a>(file: &str, text: &'a str) -> Result<Vec<&'a str>, Vec<String>> {
-    let header = summary_header();
-    let names: Vec<&str> = header.split(',').collect();
-    let kinds: Vec<Kind> = names.iter().map(|n| kind(n)).collect();
+    let plain = summary_header();
+    let with_prefix = format!("{plain},{PREFIX_COLUMNS}");
     let mut lines = text
         .lines()
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
@@ -67,6 +67,9 @@ pub fn check_summary<'a>(file: &str, text: &'a str) -> Result<Vec<&'a str>, Vec<
     let Some((hl, h)) = lines.next() else {
         return Err(vec![format!("{file}: empty; expected a sweep summary CSV")]);
     };
+    let header = if h == with_prefix { with_prefix } else { plain };
+    let names: Vec<&str> = header.split(',').collect();
+    let kinds: Vec<Kind> = names.iter().map(|n| kind(n)).collect();
     if h != header {
         return Err(vec![format!(
             "{file}:{hl}: not the sweep summary header (expected the {} columns `{}`…)",
@@ -125,7 +128,13 @@ pub fn merge_checked(inputs: &[(String, String)]) -> anyhow::Result<String> {
     for (file, text) in inputs {
         match check_summary(file, text) {
             Ok(rows) => {
-                let mut s = summary_header();
+                // The file's own header: checked, and the same in every file (the
+                // engine's merge refuses a mix).
+                let mut s = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .map_or("", |l| l.strip_suffix('\r').unwrap_or(l))
+                    .to_string();
                 for r in rows {
                     s.push('\n');
                     s.push_str(r);

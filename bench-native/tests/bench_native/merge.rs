@@ -69,6 +69,48 @@ fn shards_of_a_sweep_merge() {
 }
 
 #[test]
+fn shards_of_a_prefix_cache_sweep_merge_into_the_one_job_file() {
+    let d = scratch("prefix");
+    let sweep = |shard: Option<&str>, out: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_bench-native"));
+        c.current_dir(&d)
+            .args(["sweep", "--rates", "1,2", "--batches", "8", "--kv", "8192"])
+            .args(["--seeds", "0-1", "--horizon", "40", "--kv-mode", "paged"])
+            .args(["--block-size", "16", "--system-prompt", "4:0.8:256"])
+            .args(["--prefix-cache", "apc", "--out", out]);
+        if let Some(s) = shard {
+            c.args(["--shard", s]);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(d.join(out).join("sweep_summary.csv")).unwrap()
+    };
+    let (a, b, one) = (
+        sweep(Some("0/2"), "a"),
+        sweep(Some("1/2"), "b"),
+        sweep(None, "one"),
+    );
+    assert!(one
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(engine::sweep::PREFIX_COLUMNS));
+    let (code, err, out) = merge(&d, &[("b.csv", &b), ("a.csv", &a)]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out.expect("written"),
+        one,
+        "byte for byte the one-job summary"
+    );
+    // A prefix-cache shard and a plain one do not merge.
+    let (plain, _) = shards();
+    std::fs::remove_file(d.join("merged.csv")).unwrap();
+    let (code, err, out) = merge(&d, &[("a.csv", &a), ("plain.csv", &plain)]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("different headers") && out.is_none(), "{err}");
+}
+
+#[test]
 fn bad_rows_are_named_and_nothing_is_written() {
     let d = scratch("bad");
     let (a, b) = shards();
