@@ -13,6 +13,9 @@ pub struct FleetJson<'a> {
     pub replicas: usize,
     pub imbalance: f64,
     pub summary: &'a engine::metrics::Summary,
+    /// The replicas' prefix caches together, when on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<&'a engine::metrics::PrefixSummary>,
     pub per_replica: Vec<ReplicaJson<'a>>,
 }
 
@@ -23,6 +26,8 @@ pub struct ReplicaJson<'a> {
     pub routed: u64,
     pub utilisation: f64,
     pub summary: &'a engine::metrics::Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<&'a engine::metrics::PrefixSummary>,
 }
 
 impl<'a> FleetJson<'a> {
@@ -32,6 +37,7 @@ impl<'a> FleetJson<'a> {
             replicas: rep.replicas.len(),
             imbalance: rep.imbalance,
             summary: &rep.summary,
+            prefix_cache: rep.prefix.as_ref(),
             per_replica: rep
                 .replicas
                 .iter()
@@ -41,6 +47,7 @@ impl<'a> FleetJson<'a> {
                     routed: r.routed,
                     utilisation: r.utilisation,
                     summary: &r.summary,
+                    prefix_cache: r.stats.prefix.as_ref(),
                 })
                 .collect(),
         }

@@ -381,6 +381,9 @@ fn execute_fleet(a: SimulateArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         print!("{}", summary_table(&rep.summary));
+        if let Some(p) = &rep.prefix {
+            print!("{}", prefix_table(p));
+        }
         print!("{}", crate::fleet::replica_table(&cfg, &rep));
     }
     let arrivals: u64 = rep.replicas.iter().map(|r| r.stats.arrivals).sum();

@@ -27,8 +27,9 @@ use crate::config::ServerConfig;
 use crate::config::{EndRule, KvMode, SimConfig};
 use crate::cost::CostModel;
 use crate::error::ConfigError;
+use crate::kv_cache::PrefixCounts;
 use crate::limits::{Limits, MAX_REPLICAS};
-use crate::metrics::{Accumulator, Summary};
+use crate::metrics::{Accumulator, PrefixAccumulator, PrefixSummary, Summary};
 use crate::record::RequestRecord;
 use crate::sim::{server, RunStats, Server, ServerView, TimePoint};
 use crate::workload::{Request, UserSource};
@@ -213,6 +214,11 @@ pub struct FleetReport {
     pub end_s: f64,
     /// Some replica's drained run stopped at its cap (see [`RunStats::unstable`]).
     pub unstable: bool,
+    /// What the replicas' prefix caches did together, when on (each replica's own is
+    /// in its `stats.prefix`): counts summed, hit rates of the sums, TTFT of hits and
+    /// misses over every replica's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<PrefixSummary>,
 }
 
 /// Simulates a fleet, within the default [`Limits`].
@@ -329,7 +335,24 @@ impl Fleet {
         let mut records = Vec::new();
         let (mut area, mut departed, mut sojourn) = (0.0, 0, 0.0);
         let mut replicas = Vec::with_capacity(finished.len());
-        for (f, routed) in finished.into_iter().zip(self.routed) {
+        let mut prefix: Option<(PrefixAccumulator, PrefixCounts, u64, u64)> = None;
+        for (mut f, routed) in finished.into_iter().zip(self.routed) {
+            if let Some(p) = f.prefix.take() {
+                match &mut prefix {
+                    None => {
+                        let mut acc = PrefixAccumulator::new(cfg.base.metrics.warmup_s);
+                        acc.merge(&p.acc);
+                        prefix = Some((acc, p.counts, p.cached_at_end, p.held_at_end));
+                    }
+                    Some((acc, counts, cached, held)) => {
+                        acc.merge(&p.acc);
+                        *counts = *counts + p.counts;
+                        *cached += p.cached_at_end;
+                        *held += p.held_at_end;
+                    }
+                }
+                f.stats.prefix = Some(p.finish());
+            }
             area += f.stats.time_avg_in_system * f.stats.end_s;
             departed += f.stats.departed;
             sojourn += f.stats.sojourn_sum_s;
@@ -361,6 +384,7 @@ impl Fleet {
                 0.0
             },
             end_s: end,
+            prefix: prefix.map(|(acc, counts, cached, held)| acc.finish(counts, cached, held)),
         }
     }
 }

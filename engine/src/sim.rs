@@ -1005,7 +1005,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     fn finish<I: Iterator<Item = Request>>(self, requests: I) -> SimReport {
-        let (acc, window, records, timeseries, stats) = self.finish_parts(requests);
+        let (acc, window, records, timeseries, mut stats, prefix) = self.finish_parts(requests);
+        stats.prefix = prefix.map(PrefixParts::finish);
         SimReport {
             summary: acc.finish(window),
             records,
@@ -1026,6 +1027,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         Vec<RequestRecord>,
         Vec<TimePoint>,
         RunStats,
+        Option<PrefixParts>,
     ) {
         if self.cut || self.stats.unstable {
             // Arrivals up to the horizon are still admitted or rejected (no releases).
@@ -1068,12 +1070,44 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.stats.kv_peak_tokens = self.kv.peak_blocks() * self.kv.block_size();
         self.stats.kv_used_at_end_tokens = self.kv.used_blocks() * self.kv.block_size();
         self.stats.time_avg_in_system = if end > 0.0 { self.area / end } else { 0.0 };
-        if let (Some(p), Some(c)) = (self.prefix_acc.take(), self.kv.prefix_counts()) {
-            let held = self.kv.held_cached_blocks();
-            self.stats.prefix = Some(p.finish(c, self.kv.idle_cached_blocks() + held, held));
-        }
+        let prefix = match (self.prefix_acc.take(), self.kv.prefix_counts()) {
+            (Some(acc), Some(counts)) => {
+                let held = self.kv.held_cached_blocks();
+                Some(PrefixParts {
+                    acc,
+                    counts,
+                    cached_at_end: self.kv.idle_cached_blocks() + held,
+                    held_at_end: held,
+                })
+            }
+            _ => None,
+        };
         let window = (end - self.cfg.metrics.warmup_s).max(0.0);
-        (self.acc, window, self.records, self.ts.points, self.stats)
+        (
+            self.acc,
+            window,
+            self.records,
+            self.ts.points,
+            self.stats,
+            prefix,
+        )
+    }
+}
+
+/// What a run's prefix cache leaves to summarise: its TTFT samples, the KV manager's
+/// counts, and its cached and still-held blocks at the end.
+#[derive(Debug)]
+pub(crate) struct PrefixParts {
+    pub acc: PrefixAccumulator,
+    pub counts: crate::kv_cache::PrefixCounts,
+    pub cached_at_end: u64,
+    pub held_at_end: u64,
+}
+
+impl PrefixParts {
+    pub fn finish(self) -> PrefixSummary {
+        self.acc
+            .finish(self.counts, self.cached_at_end, self.held_at_end)
     }
 }
 

@@ -111,6 +111,25 @@ pub struct PrefixCounts {
     pub peak_cached_blocks: u64,
 }
 
+impl std::ops::Add for PrefixCounts {
+    type Output = PrefixCounts;
+
+    /// The counts of two caches together (a fleet's replicas): sums, and the peak as the
+    /// sum of the peaks (an upper bound on the fleet's peak at any one instant).
+    fn add(self, o: PrefixCounts) -> PrefixCounts {
+        PrefixCounts {
+            lookups: self.lookups + o.lookups,
+            hit_lookups: self.hit_lookups + o.hit_lookups,
+            query_blocks: self.query_blocks + o.query_blocks,
+            hit_blocks: self.hit_blocks + o.hit_blocks,
+            query_tokens: self.query_tokens + o.query_tokens,
+            hit_tokens: self.hit_tokens + o.hit_tokens,
+            evictions: self.evictions + o.evictions,
+            peak_cached_blocks: self.peak_cached_blocks + o.peak_cached_blocks,
+        }
+    }
+}
+
 /// The cache's table of keyed blocks: chains by base (a hash map, looked up once per
 /// run of blocks of one chain), each an array of block slots by index.
 #[derive(Clone, Debug, Default)]

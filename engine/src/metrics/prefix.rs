@@ -78,6 +78,12 @@ impl PrefixAccumulator {
         }
     }
 
+    /// Adds another server's records (a fleet's replicas, summed).
+    pub fn merge(&mut self, other: &PrefixAccumulator) {
+        self.hit.merge(&other.hit);
+        self.miss.merge(&other.miss);
+    }
+
     /// The summary, with the KV manager's counts and its cached blocks at the end.
     pub fn finish(self, c: PrefixCounts, cached_at_end: u64, held_at_end: u64) -> PrefixSummary {
         PrefixSummary {

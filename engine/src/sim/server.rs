@@ -36,6 +36,8 @@ pub(crate) struct Finished {
     pub records: Vec<RequestRecord>,
     pub timeseries: Vec<TimePoint>,
     pub stats: RunStats,
+    /// The prefix cache's parts, when on (its summary is not yet in `stats`).
+    pub prefix: Option<super::PrefixParts>,
 }
 
 /// A server stepped by a fleet (object-safe, so servers of different policies mix).
@@ -130,13 +132,14 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
     fn finish(mut self: Box<Self>) -> Finished {
         self.sim.advance(&mut self.inbox, f64::INFINITY);
         let Stepped { sim, inbox, .. } = *self;
-        let (acc, window_s, records, timeseries, stats) = sim.finish_parts(inbox);
+        let (acc, window_s, records, timeseries, stats, prefix) = sim.finish_parts(inbox);
         Finished {
             acc,
             window_s,
             records,
             timeseries,
             stats,
+            prefix,
         }
     }
 }

@@ -305,6 +305,33 @@ fn prefix_affinity_routing_keeps_each_group_on_one_server() {
     let (rr, _) = hit_rate(RouterKind::RoundRobin);
     let (aff, rep) = hit_rate(RouterKind::PrefixAffinity);
     assert!(aff > rr + 0.1, "affinity {aff} vs round robin {rr}");
+    // The fleet-wide figures: the replicas' counts summed, rates of the sums, TTFT of
+    // hits and misses over every replica's requests.
+    let fleet = rep.prefix.as_ref().expect("fleet-wide prefix summary");
+    let sum = |f: fn(&engine::metrics::PrefixSummary) -> u64| -> u64 {
+        rep.replicas
+            .iter()
+            .map(|r| f(r.stats.prefix.as_ref().unwrap()))
+            .sum()
+    };
+    assert_eq!(fleet.hit_blocks, sum(|p| p.hit_blocks));
+    assert_eq!(fleet.query_tokens, sum(|p| p.query_tokens));
+    assert_eq!(fleet.saved_tokens, sum(|p| p.saved_tokens));
+    assert_eq!(fleet.evictions, sum(|p| p.evictions));
+    assert_eq!(fleet.block_hit_rate, Some(aff));
+    assert_eq!(
+        fleet.ttft_hit.n + fleet.ttft_miss.n,
+        sum(|p| p.ttft_hit.n + p.ttft_miss.n)
+    );
+    // One replica: the one server's own summary.
+    let alone = simulate(&one).unwrap();
+    let single = simulate_fleet(&FleetConfig::uniform(
+        one.clone(),
+        1,
+        RouterKind::RoundRobin,
+    ))
+    .unwrap();
+    assert_eq!(single.prefix, alone.stats.prefix);
     // Every request of a group went to one server.
     let recs = one.workload.generate(one.seed, one.horizon_s).unwrap();
     let mut server_of = std::collections::HashMap::new();
