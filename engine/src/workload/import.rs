@@ -106,9 +106,43 @@ pub struct BlockIds {
     /// `ids[offsets[i]..offsets[i + 1]]` are request i's; `offsets.len()` = requests + 1.
     pub offsets: Vec<u32>,
     pub ids: Vec<u32>,
+    /// Per request, how many of its leading ids another request of the trace has too
+    /// ([`BlockIds::mark_shared`]); empty: every id counts as shared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<u32>,
 }
 
 impl BlockIds {
+    /// Fills [`BlockIds::shared`]. The ids are chained hashes, so a request's ids past its
+    /// first one no other request has are its alone: once it finishes, no one can find
+    /// the blocks they name, and the prefix cache returns them as one run.
+    pub fn mark_shared(&mut self) {
+        let mut seen: std::collections::HashMap<u32, u8> =
+            std::collections::HashMap::with_capacity(self.ids.len());
+        for &id in &self.ids {
+            let c = seen.entry(id).or_insert(0);
+            *c = c.saturating_add(1);
+        }
+        self.shared = (0..self.len())
+            .map(|i| {
+                self.of(i)
+                    .iter()
+                    .take_while(|id| seen.get(id).is_some_and(|&c| c > 1))
+                    .count() as u32
+            })
+            .collect();
+    }
+
+    /// How many of request `i`'s leading ids another request has too (all of them when
+    /// not marked).
+    #[inline]
+    pub fn shared_len(&self, i: usize) -> usize {
+        match self.shared.get(i) {
+            Some(&n) => n as usize,
+            None => self.of(i).len(),
+        }
+    }
+
     /// Request `i`'s block ids (empty past the end).
     #[inline]
     pub fn of(&self, i: usize) -> &[u32] {

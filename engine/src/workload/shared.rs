@@ -270,7 +270,7 @@ pub fn shared_blocks(
 ) -> u64 {
     match shared {
         Some(SharedTokens::Blocks { blocks }) => {
-            blocks.of(id as usize).len() as u64 * blocks.block_tokens as u64 / bs
+            blocks.shared_len(id as usize) as u64 * blocks.block_tokens as u64 / bs
         }
         _ if conv > 0 => u64::MAX,
         Some(s) if group > 0 => s.system_tokens() as u64 / bs,
@@ -425,6 +425,7 @@ mod tests {
                 block_tokens: 64,
                 offsets: vec![0, 2, 4],
                 ids: vec![10, 11, 10, 12],
+                shared: Vec::new(),
             },
         };
         let kt = |id, j| block_key(Some(&t), id, 0, 0, j, 16);
@@ -451,6 +452,7 @@ mod tests {
                 block_tokens: 64,
                 offsets: vec![0, 3, 6],
                 ids: vec![1, 2, 3, 1, 2, 3],
+                shared: Vec::new(),
             },
         };
         for (s, group, conv) in [

@@ -28,6 +28,7 @@ pub(super) fn parse_with(text: &str, fast_path: bool) -> Result<ImportedTrace, I
         block_tokens: MOONCAKE_BLOCK_TOKENS,
         offsets: vec![0],
         ids: Vec::new(),
+        shared: Vec::new(),
     };
     let mut clock = Clock::new();
     let mut scratch = Vec::new();
@@ -93,6 +94,7 @@ pub(super) fn parse_with(text: &str, fast_path: bool) -> Result<ImportedTrace, I
             class: 0,
         });
     }
+    blocks.mark_shared();
     out.blocks = Some(blocks);
     Ok(out)
 }

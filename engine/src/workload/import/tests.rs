@@ -236,6 +236,7 @@ fn valid() -> impl Strategy<Value = ImportedTrace> {
             block_tokens: 512,
             offsets: vec![0],
             ids: Vec::new(),
+            shared: Vec::new(),
         };
         let requests = rows
             .iter()
@@ -261,6 +262,7 @@ fn valid() -> impl Strategy<Value = ImportedTrace> {
                 }
             })
             .collect();
+        blocks.mark_shared();
         ImportedTrace {
             requests,
             blocks: Some(blocks),
@@ -460,4 +462,23 @@ proptest! {
             prop_assert_eq!(a, b);
         }
     }
+}
+
+#[test]
+fn a_requests_ids_past_the_first_one_no_other_request_has_are_its_own() {
+    let mut b = BlockIds {
+        block_tokens: 512,
+        offsets: vec![0, 3, 5, 6],
+        // Requests 0 and 1 share ids 7 and 8; request 0's 9 and request 2's 4 are their own.
+        ids: vec![7, 8, 9, 7, 8, 4],
+        shared: Vec::new(),
+    };
+    assert_eq!(
+        (b.shared_len(0), b.shared_len(2)),
+        (3, 1),
+        "unmarked: all shared"
+    );
+    b.mark_shared();
+    assert_eq!(b.shared, vec![2, 2, 0]);
+    assert_eq!(b.shared_len(1), 2);
 }
