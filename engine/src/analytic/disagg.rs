@@ -10,9 +10,10 @@
 //!   waits for the prompts that arrive after it in the same iteration: `ρ · ρ_tok · E[R]`,
 //!   with ρ the replica's load, ρ_tok the part of it that is prompt tokens (the iteration's
 //!   marginal cost per token × λ E[P]) and `E[R] = E[S²] / 2E[S]` the residual iteration.
-//!   Its TTFT (the end of the prefill, plus the front end's overhead) is `W + S + that`,
-//!   W zero with probability 1 − P(wait) and exponential otherwise (its mean from
-//!   Pollaczek–Khinchine or Erlang C).
+//!   Its TTFT (the end of the prefill, plus the front end's overhead) is `S + W'`, W' zero
+//!   with probability P(no wait) and otherwise a gamma of mean (W + that) / P(wait) and
+//!   the squared coefficient of variation of M/G/1's wait (Takács), W the mean wait from
+//!   Pollaczek–Khinchine or Erlang C.
 //! * **Transfer**: each prefill replica's link is an M/G/1 queue fed at λ/P with service
 //!   `S = bytes / bandwidth` (bytes from the prompt's atom); its wait is
 //!   Pollaczek–Khinchine's `λ_l E[S²] / (2 (1 − ρ_l))`; the latency adds to every transfer.
@@ -518,7 +519,9 @@ fn prefill_pool(
         let w2 = 2.0 * w1 * w1 + lam * es3 / (3.0 * (1.0 - rho));
         let (m1, m2) = (w1 / rho, w2 / rho);
         let shape = (m1 * m1 / (m2 - m1 * m1).max(1e-300)).clamp(0.05, 1e3);
-        let m = wait / p_wait;
+        // The prompts that arrive after it in the same iteration: spread in proportion
+        // to the wait (the longer the iteration it waits out, the more join it).
+        let m = (wait + extra) / p_wait;
         let g = Gamma::new(shape, shape / m).map_err(|_| AnalyticError::Invalid {
             name: "prefill wait",
             value: m,
@@ -536,7 +539,17 @@ fn prefill_pool(
     let s_atoms: Vec<(f64, f64)> = at
         .iter()
         .zip(&svc)
-        .map(|(a, s)| (a.w, s + extra + front(a.prompt)))
+        .map(|(a, s)| {
+            (
+                a.w,
+                s + front(a.prompt)
+                    + if p_wait > 0.0 && wait > 0.0 {
+                        0.0
+                    } else {
+                        extra
+                    },
+            )
+        })
         .collect();
     let atoms = convolve(&s_atoms, &w_atoms);
     let mean = atoms.iter().map(|(w, t)| w * t).sum::<f64>();
