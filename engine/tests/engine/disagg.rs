@@ -321,3 +321,86 @@ fn bad_pd_configurations_get_clear_errors() {
     let e = err(&|c| c.base.workload = c.base.workload.with_rate(-2.0));
     assert!(!e.to_string().is_empty());
 }
+
+#[test]
+fn the_tandem_model_at_vanishing_load_is_the_lone_request() {
+    use engine::analytic::predict_disagg;
+    // 100 → 4 tokens at 1e-4 req/s: prefill 0.01 + 0.1, instant transfer, decode steps
+    // of 12 ms alone.
+    let mut cfg = hand_config(FirstTokenFrom::Decode);
+    cfg.base.workload.lengths = LengthDist::Fixed {
+        prompt: 100,
+        output: 4,
+    };
+    cfg.base.workload = cfg.base.workload.with_rate(1e-4);
+    let p = predict_disagg(&cfg).unwrap();
+    let m = p.overall.metrics().unwrap();
+    assert!((m.ttft_mean_s - 0.122).abs() < 1e-4, "{m:?}");
+    assert!((m.tpot_mean_s - 0.012).abs() < 1e-5, "{m:?}");
+    // First token from the prefill pool: TTFT is the prefill; the second token waits
+    // for the decode step, so TPOT is still 12 ms.
+    cfg.first_token = FirstTokenFrom::Prefill;
+    let m = *predict_disagg(&cfg).unwrap().overall.metrics().unwrap();
+    assert!((m.ttft_mean_s - 0.11).abs() < 1e-4, "{m:?}");
+    assert!((m.tpot_mean_s - 0.012).abs() < 1e-5, "{m:?}");
+    // Past the prefill pool's capacity (1 / 0.11 s): unstable, explicitly.
+    cfg.base.workload = cfg.base.workload.with_rate(10.0);
+    let p = predict_disagg(&cfg).unwrap();
+    assert!(p.overall.metrics().is_none(), "{:?}", p.overall);
+}
+
+#[test]
+fn the_tandem_model_meets_the_simulator_on_a_pd_point() {
+    use engine::analytic::predict_disagg;
+    use engine::cost::RooflineCost;
+    // A10G × Qwen2.5-1.5B, 1 prefill : 2 decode, least outstanding, first token from the
+    // decode pool, about 0.6 of the prefill pool's capacity; 30 seeds of 120 s.
+    let (cost, kv) = RooflineCost::preset("A10G", "Qwen2.5-1.5B", 0.9, 1).unwrap();
+    let mut one = base(
+        Policy::Chunked,
+        KvMode::Paged,
+        LengthDist::reference(),
+        20.0,
+    );
+    one.cost = cost.clone();
+    one.server.kv_tokens = kv;
+    one.server.max_batch = 32;
+    one.server.token_budget = 2048;
+    one.horizon_s = 120.0;
+    one.timeseries_points = 0;
+    one.keep_records = false;
+    one.metrics.warmup_s = 10.0;
+    let l = Link {
+        bandwidth_bytes_per_s: 25e9 / 8.0,
+        latency_s: 1e-3,
+        geometry: KvGeometry::of_cost(&cost).unwrap(),
+    };
+    let cfg = DisaggConfig::uniform(
+        one,
+        1,
+        2,
+        RouterKind::LeastOutstanding,
+        l,
+        FirstTokenFrom::Decode,
+    );
+    let m = *predict_disagg(&cfg).unwrap().overall.metrics().unwrap();
+    let (mut ttft, mut tpot) = (0.0, 0.0);
+    let seeds = 30;
+    for s in 0..seeds {
+        let mut c = cfg.clone();
+        c.base.seed = s;
+        let r = simulate_disagg(&c).unwrap();
+        ttft += r.summary.ttft.mean.unwrap() / seeds as f64;
+        tpot += r.summary.tpot.mean.unwrap() / seeds as f64;
+    }
+    assert!(
+        (m.ttft_mean_s / ttft - 1.0).abs() < 0.05,
+        "model {} sim {ttft}",
+        m.ttft_mean_s
+    );
+    assert!(
+        (m.tpot_mean_s / tpot - 1.0).abs() < 0.05,
+        "model {} sim {tpot}",
+        m.tpot_mean_s
+    );
+}
