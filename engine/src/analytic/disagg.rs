@@ -197,6 +197,12 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
         utilisation: dp.utilisation,
         slo_attainment: ttft_ok * tpot_ok,
     });
+    if !overall.metrics().is_some_and(Predicted::is_finite) {
+        return Err(AnalyticError::Unsupported {
+            model: "disaggregated",
+            what: "this configuration: a figure came out non-finite".into(),
+        });
+    }
     Ok(DisaggPrediction {
         overall,
         prefill,
@@ -533,7 +539,15 @@ fn prefill_pool(
                 1.0 - (1.0 - i as f64 / K as f64).powi(2),
                 1.0 - (1.0 - (i + 1) as f64 / K as f64).powi(2),
             );
-            w_atoms.push((p_wait * (u1 - u0), g.inverse_cdf(0.5 * (u0 + u1))));
+            let u = 0.5 * (u0 + u1);
+            // statrs' inversion can fail at very small shapes: the exponential's then.
+            let t = g.inverse_cdf(u);
+            let t = if t.is_finite() && t >= 0.0 {
+                t
+            } else {
+                -m * (1.0 - u).ln()
+            };
+            w_atoms.push((p_wait * (u1 - u0), t));
         }
     }
     let s_atoms: Vec<(f64, f64)> = at
