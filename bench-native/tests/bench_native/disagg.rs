@@ -42,7 +42,7 @@ fn disagg_flags_refuse_what_cannot_run_by_name() {
             "--link-gbps must be a number > 0",
         ),
         (
-            vec!["--disagg", "1:1", "--link-gbps", "-5"],
+            vec!["--disagg", "1:1", "--link-gbps=-5"],
             "--link-gbps must be a number > 0",
         ),
         (
@@ -50,7 +50,7 @@ fn disagg_flags_refuse_what_cannot_run_by_name() {
             "--link-gbps must be a number > 0",
         ),
         (
-            vec!["--disagg", "1:1", "--link-latency-ms", "-1"],
+            vec!["--disagg", "1:1", "--link-latency-ms=-1"],
             "--link-latency-ms must be",
         ),
         (

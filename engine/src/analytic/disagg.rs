@@ -175,7 +175,8 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
             })
             .collect();
         let first = convolve(&chain.first_step_atoms(), &[(1.0, 0.0)]);
-        let sum = convolve(&convolve(&pf.atoms, &tx_atoms), &first);
+        let tx = convolve(&tx_atoms, &[(1.0, 0.0)]);
+        let sum = convolve(&convolve(&pf.atoms, &tx), &first);
         let q = quantiles(&sum);
         (ttft, dp.tpot_mean_s, q, sum)
     };
@@ -570,7 +571,7 @@ fn prefill_pool(
     Ok(Some(PrefillPool { atoms, mean, rho }))
 }
 
-/// The distribution of the sum of two independent atom lists, kept to at most 512 atoms
+/// The distribution of the sum of two independent atom lists, kept to at most 256 atoms
 /// (merged in order of value, each merged atom at its group's mean).
 fn convolve(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut all: Vec<(f64, f64)> = Vec::with_capacity(a.len() * b.len());
@@ -582,7 +583,7 @@ fn convolve(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, f64)> {
         }
     }
     all.sort_by(|x, y| x.1.total_cmp(&y.1));
-    const MAX: usize = 512;
+    const MAX: usize = 256;
     if all.len() <= MAX {
         return all;
     }
