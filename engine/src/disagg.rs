@@ -381,9 +381,12 @@ pub fn simulate_disagg_with(
 }
 
 /// Simulates a disaggregated deployment on an explicit request sequence (sorted by
-/// arrival, ids 0, 1, 2… in order); `cfg` must be valid
+/// arrival; their ids become 0, 1, 2… in this order); `cfg` must be valid
 /// ([`DisaggConfig::validate_with`]). The workload in `cfg` is ignored.
-pub fn simulate_disagg_requests(cfg: &DisaggConfig, requests: Vec<Request>) -> DisaggReport {
+pub fn simulate_disagg_requests(cfg: &DisaggConfig, mut requests: Vec<Request>) -> DisaggReport {
+    for (i, r) in requests.iter_mut().enumerate() {
+        r.id = i as u64;
+    }
     run(cfg, requests, Limits::default().max_drain_horizons)
 }
 

@@ -308,7 +308,7 @@ fn combine(replicas: &[ReplicaPrediction]) -> Prediction {
 
 /// One replica's TTFT CDF at `t` [s], interpolated through its (p50, p95, p99) linearly
 /// in log-odds against log-time, extended by the end segments.
-pub(super) fn cdf(m: &Predicted, t: f64) -> f64 {
+fn cdf(m: &Predicted, t: f64) -> f64 {
     let pts = [
         (m.ttft_p50_s.max(1e-12).ln(), logit(0.5)),
         (m.ttft_p95_s.max(1e-12).ln(), logit(0.95)),
