@@ -45,6 +45,7 @@ fn main() {
     println!("| P:D | router | first token | load | λ | sim mean TTFT | model | err | sim p99 TTFT | model | err | sim mean TPOT | model | err |");
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut errs: Vec<[f64; 3]> = Vec::new();
+    let mut model_s: Vec<(FirstTokenFrom, f64)> = Vec::new();
     for (p, d) in [(1u32, 1u32), (1, 2), (2, 3)] {
         for router in [RouterKind::Random, RouterKind::LeastOutstanding] {
             for first in [FirstTokenFrom::Prefill, FirstTokenFrom::Decode] {
@@ -57,7 +58,9 @@ fn main() {
                     let mut b = one.clone();
                     b.workload = b.workload.with_rate(rate);
                     let cfg = DisaggConfig::uniform(b, p, d, router, link, first);
+                    let t = Instant::now();
                     let model = predict_disagg(&cfg).expect("model");
+                    model_s.push((first, t.elapsed().as_secs_f64()));
                     let sims: Vec<[f64; 3]> = std::thread::scope(|s| {
                         let hs: Vec<_> = (0..2u64)
                             .map(|t| {
@@ -112,4 +115,17 @@ fn main() {
         "\n{} points × {seeds} seeds in {:.0} s: mean |error| mean TTFT {:.2} % (max {:.2} %), p99 TTFT {:.2} % (max {:.2} %), mean TPOT {:.2} % (max {:.2} %)",
         errs.len(), start.elapsed().as_secs_f64(), mre[0], max[0], mre[1], max[1], mre[2], max[2]
     );
+    for first in [FirstTokenFrom::Prefill, FirstTokenFrom::Decode] {
+        let t: Vec<f64> = model_s
+            .iter()
+            .filter(|x| x.0 == first)
+            .map(|x| x.1)
+            .collect();
+        println!(
+            "tandem model, first token from the {} pool: {:.1} ms per prediction (mean of {})",
+            first.name(),
+            1e3 * t.iter().sum::<f64>() / t.len().max(1) as f64,
+            t.len()
+        );
+    }
 }
