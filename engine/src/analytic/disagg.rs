@@ -320,7 +320,13 @@ impl DecodeChain {
         let mut n = 0usize;
         loop {
             n += 1;
-            let next = p[n - 1] * self.lambda / self.mu(n as f64);
+            let mut next = p[n - 1] * self.lambda / self.mu(n as f64);
+            if next > 1e200 {
+                // Many slots at a high offered load: rescale before the terms overflow.
+                p.iter_mut().for_each(|x| *x *= 1e-200);
+                sum *= 1e-200;
+                next *= 1e-200;
+            }
             p.push(next);
             sum += next;
             if (n as f64 > self.slots * self.pooled && next < 1e-13 * sum) || n > 2_000_000 {
@@ -514,6 +520,9 @@ fn prefill_pool(
     } else {
         (rho, lam * es2 / (2.0 * (1.0 - rho)))
     };
+    if !wait.is_finite() {
+        return Ok(None);
+    }
     let extra = rho * (lam * b * ep).min(rho) * es2 / (2.0 * es);
     let front = |p: f64| r.server.overhead_s + r.server.overhead_per_token_s * p;
     // W: 0 with probability 1 − P(wait), else a gamma of mean wait / P(wait) whose
@@ -618,6 +627,10 @@ fn cdf_at(a: &[(f64, f64)], t: f64) -> f64 {
 
 /// p50, p95 and p99 of atoms, linear between neighbouring atoms' mid-masses.
 fn quantiles(a: &[(f64, f64)]) -> [f64; 3] {
+    if a.is_empty() {
+        // No distribution: reported as an error by the non-finite check.
+        return [f64::NAN; 3];
+    }
     let mut v = a.to_vec();
     v.sort_by(|x, y| x.1.total_cmp(&y.1));
     let total: f64 = v.iter().map(|x| x.0).sum::<f64>().max(1e-300);
