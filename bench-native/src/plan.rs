@@ -96,19 +96,18 @@ pub struct PlanArgs {
     pub first_token: String,
 }
 
-/// The disaggregated screen of `--disagg`, as a table and as JSON.
-fn disagg_screen(
-    a: &PlanArgs,
-    spec: &PlanSpec,
-) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+/// The checked `--disagg` settings (None without `--disagg`).
+fn disagg_settings(a: &PlanArgs) -> Result<Option<plan::DisaggPlan>, ArgError> {
     if !a.disagg {
         return Ok(None);
     }
     let g = a.link_gbps;
     if g.is_nan() || g <= 0.0 {
-        return Err(
-            ArgError::range("--link-gbps", "a number > 0 (or inf)", crate::args::num(g)).into(),
-        );
+        return Err(ArgError::range(
+            "--link-gbps",
+            "a number > 0 (or inf)",
+            crate::args::num(g),
+        ));
     }
     let lat = a.link_latency_ms;
     if !(lat.is_finite() && lat >= 0.0) {
@@ -116,16 +115,26 @@ fn disagg_screen(
             "--link-latency-ms",
             "a finite number >= 0",
             crate::args::num(lat),
-        )
-        .into());
+        ));
     }
     let first = engine::disagg::FirstTokenFrom::parse(&a.first_token)
         .ok_or_else(|| ArgError::range("--first-token", "prefill or decode", &a.first_token))?;
-    let d = plan::DisaggPlan {
+    Ok(Some(plan::DisaggPlan {
         bandwidth_bytes_per_s: g * 1e9 / 8.0,
         latency_s: lat * 1e-3,
         first_token: first,
+    }))
+}
+
+/// The disaggregated screen of `--disagg`, as a table and as JSON.
+fn disagg_screen(
+    d: Option<plan::DisaggPlan>,
+    spec: &PlanSpec,
+) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+    let Some(d) = d else {
+        return Ok(None);
     };
+    let first = d.first_token;
     let t = Instant::now();
     let (found, none) = plan::screen_disagg(spec, &d)?;
     let took = t.elapsed().as_secs_f64();
@@ -566,8 +575,9 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
         a.finalists,
         a.seeds
     );
+    let settings = disagg_settings(&a)?;
     let ans = answer(&a, peak)?;
-    let disagg = disagg_screen(&a, &a.spec(peak)?)?;
+    let disagg = disagg_screen(settings, &a.spec(peak)?)?;
     match a.format {
         PlanFormat::Table => {
             print!("{}", table(&ans));

@@ -162,3 +162,62 @@ fn simulate_disagg_prints_the_pools_the_transfers_and_the_model() {
     );
     assert!(table.contains("tandem model"), "{table}");
 }
+
+#[test]
+fn plan_disagg_adds_the_cheapest_splits_and_refuses_a_bad_link() {
+    let bin = env!("CARGO_BIN_EXE_bench-native");
+    let out = Process::new(bin)
+        .args([
+            "plan",
+            "--preset",
+            "vllm-v1",
+            "--rate",
+            "20",
+            "--disagg",
+            "--link-gbps=0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--link-gbps must be a number > 0"), "{e}");
+    let out = Process::new(bin)
+        .args([
+            "plan",
+            "--preset",
+            "vllm-v1",
+            "--rate",
+            "20",
+            "--model",
+            "Qwen2.5-1.5B",
+            "--gpus",
+            "A10G",
+            "--tp",
+            "1",
+            "--seeds",
+            "1",
+            "--finalists",
+            "1",
+            "--disagg",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &j["disaggregated"]["fleets"][0];
+    assert!(
+        f["prefill"].as_u64().unwrap() >= 1 && f["decode"].as_u64().unwrap() >= 1,
+        "{j}"
+    );
+    assert!(
+        f["predicted"]["slo_attainment"].as_f64().unwrap() >= 0.9,
+        "{f}"
+    );
+    assert_eq!(j["disaggregated"]["first_token"], "decode");
+}

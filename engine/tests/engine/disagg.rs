@@ -404,3 +404,87 @@ fn the_tandem_model_meets_the_simulator_on_a_pd_point() {
         m.tpot_mean_s
     );
 }
+
+#[test]
+fn the_planner_finds_the_fewest_decode_replicas_for_each_split() {
+    use engine::analytic::predict_disagg;
+    use engine::plan::{screen_disagg, DisaggPlan, Offer, PlanError, PlanSpec};
+    let mut one = base(
+        Policy::Chunked,
+        KvMode::Paged,
+        LengthDist::reference(),
+        20.0,
+    );
+    one.server.max_batch = 32;
+    one.server.token_budget = 2048;
+    let spec = PlanSpec {
+        base: one,
+        model: "Qwen2.5-1.5B".into(),
+        offers: vec![
+            Offer {
+                gpu: "A10G".into(),
+                usd_per_gpu_hour: 1.0,
+            },
+            Offer {
+                gpu: "H100".into(),
+                usd_per_gpu_hour: 6.0,
+            },
+        ],
+        tps: vec![1],
+        routers: vec![RouterKind::LeastOutstanding],
+        attainment: 0.9,
+        mem_util: 0.9,
+        max_replicas: 32,
+    };
+    let d = DisaggPlan {
+        bandwidth_bytes_per_s: 25e9 / 8.0,
+        latency_s: 1e-3,
+        first_token: FirstTokenFrom::Decode,
+    };
+    let (found, none) = screen_disagg(&spec, &d).unwrap();
+    assert_eq!(found.len() + none.len(), 2);
+    let best = &found[0];
+    assert!(found
+        .windows(2)
+        .all(|w| w[0].usd_per_hour <= w[1].usd_per_hour));
+    assert!(best.predicted.slo_attainment >= 0.9, "{best:?}");
+    assert!(best.headroom > 0.0 && best.headroom.is_finite());
+    assert_eq!(
+        best.usd_per_hour,
+        f64::from(best.prefill + best.decode) * if best.gpu == "H100" { 6.0 } else { 1.0 }
+    );
+    // One decode replica fewer misses the target (or cannot carry the load).
+    if best.decode > 1 {
+        let (cost, kv) =
+            engine::cost::RooflineCost::preset(&best.gpu, "Qwen2.5-1.5B", 0.9, 1).unwrap();
+        let mut b = spec.base.clone();
+        b.cost = cost.clone();
+        b.server.kv_tokens = kv / 16 * 16;
+        let link = Link {
+            bandwidth_bytes_per_s: d.bandwidth_bytes_per_s,
+            latency_s: d.latency_s,
+            geometry: KvGeometry::of_cost(&cost).unwrap(),
+        };
+        let fewer = DisaggConfig::uniform(
+            b,
+            best.prefill,
+            best.decode - 1,
+            best.router,
+            link,
+            d.first_token,
+        );
+        let p = predict_disagg(&fewer).unwrap();
+        assert!(
+            p.overall.metrics().is_none_or(|m| m.slo_attainment < 0.9),
+            "{p:?}"
+        );
+    }
+    let bad = DisaggPlan {
+        bandwidth_bytes_per_s: 0.0,
+        ..d
+    };
+    assert!(matches!(
+        screen_disagg(&spec, &bad),
+        Err(PlanError::Range { .. })
+    ));
+}
