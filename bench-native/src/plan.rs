@@ -167,8 +167,8 @@ fn disagg_screen(
             100.0 * s.headroom
         );
     }
-    for (gpu, tp, router, why) in &none {
-        let _ = writeln!(out, "{tp}×{gpu} ({}): {why}", router.name());
+    for i in &none {
+        let _ = writeln!(out, "{}×{} ({}): {}", i.tp, i.gpu, i.router.name(), i.why);
     }
     let _ = writeln!(out, "screened the disaggregated splits in {:.2} s", took);
     Ok(Some((

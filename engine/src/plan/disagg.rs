@@ -10,7 +10,7 @@
 //! busiest of the prefill pool, the decode pool and the links (the highest load ρ), and
 //! the headroom 1 / ρ − 1.
 
-use super::{Family, PlanError, PlanSpec};
+use super::{Family, Infeasible, PlanError, PlanSpec};
 use crate::analytic::{predict_disagg, Predicted};
 use crate::config::KvMode;
 use crate::disagg::{DisaggConfig, FirstTokenFrom, KvGeometry, Link};
@@ -54,7 +54,7 @@ pub struct ScreenedDisagg {
 pub fn screen_disagg(
     spec: &PlanSpec,
     d: &DisaggPlan,
-) -> Result<(Vec<ScreenedDisagg>, Vec<(String, u32, RouterKind, String)>), PlanError> {
+) -> Result<(Vec<ScreenedDisagg>, Vec<Infeasible>), PlanError> {
     spec.validate()?;
     if d.bandwidth_bytes_per_s.is_nan() || d.bandwidth_bytes_per_s <= 0.0 {
         return Err(PlanError::Range {
@@ -87,18 +87,18 @@ pub fn screen_disagg(
         let mut failed = None;
         match cheapest_split(spec, f, link, d.first_token, &mut failed)? {
             Some(s) => found.push(s),
-            None => none.push((
-                f.gpu.clone(),
-                f.tp,
-                f.router,
-                format!(
+            None => none.push(Infeasible {
+                gpu: f.gpu.clone(),
+                tp: f.tp,
+                router: f.router,
+                why: format!(
                     "no split of up to {} replicas in all meets the SLO{}",
                     spec.max_replicas,
                     failed.map_or(String::new(), |e| format!(
                         " (the model could not answer for some: {e})"
                     ))
                 ),
-            )),
+            }),
         }
     }
     found.sort_by(|a, b| {
