@@ -12,6 +12,7 @@
 //! refuses a command beyond `--max-requests` with the estimate.
 
 pub mod cost;
+pub mod disagg;
 pub mod fleet;
 pub mod grid;
 pub mod like;
@@ -21,6 +22,7 @@ pub mod shared;
 pub mod trace;
 
 pub use cost::{load_cost, roofline, Overheads};
+pub use disagg::{Disagg, DisaggArgs};
 pub use fleet::{Fleet, FleetArgs};
 pub use grid::{Grid, GridArgs, GridDefaults, Seeds};
 pub use model::{

@@ -3,6 +3,7 @@ pub mod args;
 pub mod cli;
 pub mod client;
 pub mod compare;
+pub mod disagg;
 pub mod fit;
 pub mod fleet;
 pub mod like;

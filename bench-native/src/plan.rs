@@ -19,7 +19,8 @@ use std::time::Instant;
     bench-native plan --preset vllm-v1 --rate 40 --model Llama-3.1-8B --gpus A10G=1.2,L4,H100=4.5 --tp 1,2\n  \
     bench-native plan --preset vllm-v1 --rate 200 --model Llama-3.1-70B --gpus A100-80GB,H100 --tp 2,4,8 --format json\n  \
     bench-native plan --preset vllm-v1 --profile 8:5,8:40,8:20 --model Qwen2.5-7B --slo-ttft 0.5   # a diurnal curve\n  \
-    bench-native plan --preset vllm-v1 --rate 40 --lengths fixed --prompt 2048 --output 256 --routers random,lor,p2c\n\n\
+    bench-native plan --preset vllm-v1 --rate 40 --lengths fixed --prompt 2048 --output 256 --routers random,lor,p2c\n  \
+    bench-native plan --preset vllm-v1 --rate 40 --model Qwen2.5-7B --disagg --link-gbps 100 --first-token decode   # + disaggregated splits\n\n\
 GPUs are roofline presets (A10G, L4, A100-40GB, A100-80GB, H100, H200) with editable default\n\
 prices [$ per GPU-hour]: A10G 1.0, L4 0.8, A100-40GB 3.0, A100-80GB 4.0, H100 6.0, H200 8.0.\n\
 Models: Qwen2.5-1.5B, Qwen2.5-7B, Llama-3.1-8B, Llama-3.1-70B, Mistral-7B.")]
@@ -70,6 +71,110 @@ pub struct PlanArgs {
     /// table, csv (the Pareto set and the confirmed fleets) or json.
     #[arg(long, value_enum, default_value = "table")]
     pub format: PlanFormat,
+    /// Also screen disaggregated fleets: each family's cheapest split into a prefill and a
+    /// decode pool by the tandem model (table and json; not simulated).
+    #[arg(long)]
+    pub disagg: bool,
+    /// With --disagg: each prefill replica's link to the decode pool [Gb/s] (`inf` allowed).
+    #[arg(
+        long,
+        value_name = "GBPS",
+        default_value_t = 100.0,
+        requires = "disagg"
+    )]
+    pub link_gbps: f64,
+    /// With --disagg: latency added to every KV transfer [ms].
+    #[arg(long, value_name = "MS", default_value_t = 0.0, requires = "disagg")]
+    pub link_latency_ms: f64,
+    /// With --disagg: where the first token comes from, `decode` or `prefill`.
+    #[arg(
+        long,
+        value_name = "FROM",
+        default_value = "decode",
+        requires = "disagg"
+    )]
+    pub first_token: String,
+}
+
+/// The checked `--disagg` settings (None without `--disagg`).
+fn disagg_settings(a: &PlanArgs) -> Result<Option<plan::DisaggPlan>, ArgError> {
+    if !a.disagg {
+        return Ok(None);
+    }
+    let g = a.link_gbps;
+    if g.is_nan() || g <= 0.0 {
+        return Err(ArgError::range(
+            "--link-gbps",
+            "a number > 0 (or inf)",
+            crate::args::num(g),
+        ));
+    }
+    let lat = a.link_latency_ms;
+    if !(lat.is_finite() && lat >= 0.0) {
+        return Err(ArgError::range(
+            "--link-latency-ms",
+            "a finite number >= 0",
+            crate::args::num(lat),
+        ));
+    }
+    let first = engine::disagg::FirstTokenFrom::parse(&a.first_token)
+        .ok_or_else(|| ArgError::range("--first-token", "prefill or decode", &a.first_token))?;
+    Ok(Some(plan::DisaggPlan {
+        bandwidth_bytes_per_s: g * 1e9 / 8.0,
+        latency_s: lat * 1e-3,
+        first_token: first,
+    }))
+}
+
+/// The disaggregated screen of `--disagg`, as a table and as JSON.
+fn disagg_screen(
+    d: Option<plan::DisaggPlan>,
+    spec: &PlanSpec,
+) -> anyhow::Result<Option<(String, serde_json::Value)>> {
+    let Some(d) = d else {
+        return Ok(None);
+    };
+    let first = d.first_token;
+    let t = Instant::now();
+    let (found, none) = plan::screen_disagg(spec, &d)?;
+    let took = t.elapsed().as_secs_f64();
+    let mut out = format!(
+        "\nDisaggregated (tandem model, first token from the {} pool; not simulated):\n",
+        first.name()
+    );
+    let _ = writeln!(
+        out,
+        "{:<44} {:>10} {:>11} {:>10} {:>11} {:>13} {:>9}",
+        "fleet", "$/hour", "mean TTFT", "p99 TTFT", "mean TPOT", "binding", "headroom"
+    );
+    for s in &found {
+        let _ = writeln!(
+            out,
+            "{:<44} {:>10.2} {:>11} {:>10} {:>11} {:>13} {:>8.0} %",
+            format!(
+                "{}P + {}D × {}×{} ({})",
+                s.prefill,
+                s.decode,
+                s.tp,
+                s.gpu,
+                s.router.name()
+            ),
+            s.usd_per_hour,
+            ms(s.predicted.ttft_mean_s),
+            ms(s.predicted.ttft_p99_s),
+            format!("{:.1} ms", s.predicted.tpot_mean_s * 1e3),
+            s.binding,
+            100.0 * s.headroom
+        );
+    }
+    for i in &none {
+        let _ = writeln!(out, "{}×{} ({}): {}", i.tp, i.gpu, i.router.name(), i.why);
+    }
+    let _ = writeln!(out, "screened the disaggregated splits in {:.2} s", took);
+    Ok(Some((
+        out,
+        json!({"first_token": first.name(), "fleets": found}),
+    )))
 }
 
 /// How `plan` prints.
@@ -470,12 +575,23 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
         a.finalists,
         a.seeds
     );
+    let settings = disagg_settings(&a)?;
     let ans = answer(&a, peak)?;
+    let disagg = disagg_screen(settings, &a.spec(peak)?)?;
     match a.format {
-        PlanFormat::Table => print!("{}", table(&ans)),
+        PlanFormat::Table => {
+            print!("{}", table(&ans));
+            if let Some((t, _)) = &disagg {
+                print!("{t}");
+            }
+        }
         PlanFormat::Csv => print!("{}", csv(&ans)),
         PlanFormat::Json if a.profile.is_empty() => {
-            println!("{}", serde_json::to_string_pretty(&json_of(&ans))?)
+            let mut v = json_of(&ans);
+            if let Some((_, j)) = disagg {
+                v["disaggregated"] = j;
+            }
+            println!("{}", serde_json::to_string_pretty(&v)?)
         }
         PlanFormat::Json => {}
     }

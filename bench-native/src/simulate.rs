@@ -2,7 +2,7 @@
 //! table (or JSON), optionally with the per-request CSV.
 
 use crate::args::limits::{Limits, Scope};
-use crate::args::{self, FleetArgs, ModelArgs, Point, SINGLE};
+use crate::args::{self, DisaggArgs, FleetArgs, ModelArgs, Point, SINGLE};
 use anyhow::Context;
 use clap::Args;
 use engine::config::{Admission, SimConfig};
@@ -34,7 +34,11 @@ least_tokens|jsq, power_of_D|p2c, kv_aware|kv, prefix_affinity|prefix):\n  \
     bench-native simulate --rate 16 --batch 8 --kv 8192 --replicas 4 --router least_outstanding\n  \
     bench-native simulate --preset vllm-v1 --batch 8 --kv 768 --rate 20 --replicas 8 --router kv_aware\n  \
     bench-native simulate --rate 1000 --batch 32 --kv 65536 --horizon 3600 --replicas 64 --router p2c   # 3.6 M requests\n  \
-    bench-native simulate --rate 10 --fleet fleet.json --json   # mixed replicas (docs/model.md, \"Fleet files\")")]
+    bench-native simulate --rate 10 --fleet fleet.json --json   # mixed replicas (docs/model.md, \"Fleet files\")\n\n\
+Disaggregated prefill and decode (P prefill : D decode replicas, --router within each pool; drained):\n  \
+    bench-native simulate --preset vllm --cost roofline:A10G:Qwen2.5-1.5B --batch 32 --rate 12 --disagg 1:2 --router lor\n  \
+    bench-native simulate --preset vllm --cost roofline:H100:Llama-3.1-8B --batch 128 --rate 40 --disagg 2:3 --link-gbps 200 --link-latency-ms 0.05 --first-token prefill\n  \
+    bench-native simulate --preset vllm --rate 4 --batch 64 --kv 65536 --disagg 1:1 --kv-geometry Qwen2.5-1.5B --decode-batch 128 --link-gbps inf --json")]
 pub struct SimulateArgs {
     /// Arrival rate [req/s] (default 1; not with --trace).
     #[arg(long)]
@@ -55,7 +59,7 @@ pub struct SimulateArgs {
     /// request --think seconds after the answer to its last one ends (as `vllm bench serve
     /// --max-concurrency` and GuideLLM's concurrent mode do), until the horizon. The
     /// lengths and --conversations are kept; a user's conversation goes turn after turn.
-    #[arg(long, value_name = "U", conflicts_with_all = ["rate", "trace", "like"])]
+    #[arg(long, value_name = "U", conflicts_with_all = ["rate", "trace", "like", "disagg"])]
     pub users: Option<u32>,
     /// The users' mean think time [s] (exponential; 0 sends at once).
     #[arg(
@@ -65,6 +69,8 @@ pub struct SimulateArgs {
         requires = "users"
     )]
     pub think: f64,
+    #[command(flatten)]
+    pub disagg: DisaggArgs,
     /// Threshold (DP) admission: the reference chain's threshold n* for this p99 TTFT
     /// target [s] (admit while fewer than n* are in the system, so every admitted request's
     /// predicted p99 TTFT meets it); n* is printed. Reference-mode configurations.
@@ -244,6 +250,9 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     }
     if a.fleet.is_fleet() || a.users.is_some() {
         return execute_fleet(a);
+    }
+    if a.disagg.disagg.is_some() {
+        return crate::disagg::execute(a);
     }
     let cfg = a.config()?;
     if let Admission::MaxInSystem { max_in_system } = cfg.server.admission {

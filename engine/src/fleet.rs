@@ -395,7 +395,7 @@ fn look(s: &mut dyn Server, t: f64) -> ServerView {
     s.view()
 }
 
-use router::Route;
+pub(crate) use router::Route;
 
 /// Samples of the most and the mean outstanding requests at fixed instants.
 struct Imbalance {

@@ -49,6 +49,7 @@ pub mod analytic;
 pub mod config;
 pub mod cost;
 pub mod data;
+pub mod disagg;
 pub mod error;
 pub mod fleet;
 pub mod kv_cache;

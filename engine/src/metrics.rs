@@ -14,10 +14,12 @@
 //! * Seed aggregation: mean, population std, Student-t 95 % CI.
 
 mod aggregate;
+mod disagg;
 mod prefix;
 mod quantiles;
 
 pub use aggregate::{student_t_975, Aggregate};
+pub use disagg::{pool_utilisation, TransferAccumulator, TransferSummary};
 pub use prefix::{hit_rate, PrefixAccumulator, PrefixSummary};
 pub use quantiles::{percentile_type7, Quantiles, EXACT_SAMPLES};
 

@@ -18,8 +18,10 @@
 //!   N − 1, both simulated.
 
 mod confirm;
+mod disagg;
 
 pub use confirm::{confirm, Confirmed, SimFigures};
+pub use disagg::{screen_disagg, DisaggPlan, ScreenedDisagg};
 
 use crate::analytic::{
     capacity_bounds, predict, predict_fleet, AnalyticError, Bound, ModelKind, Predicted,

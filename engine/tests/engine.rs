@@ -9,6 +9,8 @@ mod common;
 mod conformance;
 #[path = "engine/determinism.rs"]
 mod determinism;
+#[path = "engine/disagg.rs"]
+mod disagg;
 #[path = "engine/events.rs"]
 mod events;
 #[path = "engine/fleet.rs"]

@@ -15,6 +15,7 @@ mod cli;
 mod client_capability;
 mod common;
 mod compare;
+mod disagg;
 mod like;
 mod live;
 mod merge;

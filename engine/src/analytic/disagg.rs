@@ -1,0 +1,654 @@
+//! The tandem model of a disaggregated deployment (docs/model.md, "Disaggregated prefill
+//! and decode"; accuracy in docs/accuracy.md): the prefill pool, the transfer and the
+//! decode pool, each predicted on its own and then added up.
+//!
+//! * **Prefill pool**: each replica is an M/G/1 queue (M/G/c for the routers that join
+//!   the shortest queue, Erlang C with Allen–Cunneen's `(1 + c_s²)/2`) whose service is a
+//!   lone prefill, `S(P)` = the cost model's prefill iteration(s) of the prompt (chunks of
+//!   the token budget under `chunked`). Waiting requests are prefilled together in the next
+//!   iteration and all leave at its end, so an arrival that finds the replica busy also
+//!   waits for the prompts that arrive after it in the same iteration: `ρ · ρ_tok · E[R]`,
+//!   with ρ the replica's load, ρ_tok the part of it that is prompt tokens (the iteration's
+//!   marginal cost per token × λ E[P]) and `E[R] = E[S²] / 2E[S]` the residual iteration.
+//!   Its TTFT (the end of the prefill, plus the front end's overhead) is `S + W'`, W' zero
+//!   with probability P(no wait) and otherwise a gamma of mean (W + that) / P(wait) and
+//!   the squared coefficient of variation of M/G/1's wait (Takács), W the mean wait from
+//!   Pollaczek–Khinchine or Erlang C.
+//! * **Transfer**: each prefill replica's link is an M/G/1 queue fed at λ/P with service
+//!   `S = bytes / bandwidth` (bytes from the prompt's atom); its wait is
+//!   Pollaczek–Khinchine's `λ_l E[S²] / (2 (1 − ρ_l))`; the latency adds to every transfer.
+//! * **Decode pool**: a birth–death chain on the requests n at a decode replica. K tokens
+//!   to emit per request (the output, or the output − 1 when the prefill pool emits the
+//!   first), iterations of `d(m) = decode_step(m, m · C)` with m = min(n, c) decoding,
+//!   C the token-weighted mean context `E[K (P + K/2)] / E[K]` and c = min(B, ⌊KV / C⌋)
+//!   the slots; it leaves at `μ_n = m / (E[K] d(m))`. An arrival that finds n < c waits
+//!   the rest of the iteration in progress (uniform over `d(n)`) and then its first
+//!   step `d(n + 1)`; one that finds n ≥ c waits for n − c + 1 departures (Erlang at
+//!   μ_c) and then `d(c)`. TPOT is the step a token sees: `Σ π_n m / Σ π_n m / d(m)`.
+//!   Random and round-robin routing give each replica λ_d / D; least outstanding, least
+//!   tokens, KV-aware and power of d pool the D replicas into one chain of D·c slots whose
+//!   step is `d(m / D)`.
+//!
+//! TTFT is the prefill pool's (first token from the prefill pool), or the sum of the
+//! prefill pool's, the transfer's and the decode pool's first step (from the decode pool),
+//! its quantiles those of the sum of the three taken as independent. TPOT is the decode
+//! pool's; with the first token from the prefill pool the second token also waits for
+//! the transfer and the decode pool's first step, spread over the output − 1 gaps.
+
+use super::erlang::erlang_c;
+use super::lengths::{atoms, Atom};
+use super::{AnalyticError, Predicted, Prediction};
+use crate::config::Policy;
+use crate::cost::PreparedCost;
+use crate::disagg::{DisaggConfig, FirstTokenFrom};
+use crate::fleet::RouterKind;
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Gamma};
+
+/// The decode pool's share of a prediction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecodePoolPrediction {
+    /// Arrival rate at the pool [req/s].
+    pub rate_rps: f64,
+    /// Slots per replica (B, or fewer when the KV binds).
+    pub slots: f64,
+    /// Mean wait and first step of an arrival [s].
+    pub first_step_mean_s: f64,
+    /// Mean step a token sees [s].
+    pub tpot_mean_s: f64,
+    /// Fraction of time a replica runs iterations.
+    pub utilisation: f64,
+    /// Mean requests per replica.
+    pub mean_in_system: f64,
+    /// Arrival rate over the pool's full-batch departure rate (≥ 1: unstable).
+    pub rho: f64,
+}
+
+/// What [`predict_disagg`] returns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DisaggPrediction {
+    /// As the user sees it (utilisation: the decode pool's).
+    pub overall: Prediction,
+    /// The prefill pool (TTFT = end of prefill).
+    pub prefill: Prediction,
+    /// Mean transfer time and its link wait [s]; the links' utilisation.
+    pub transfer_mean_s: f64,
+    pub transfer_wait_mean_s: f64,
+    pub link_utilisation: f64,
+    pub decode: DecodePoolPrediction,
+}
+
+/// Predicts a disaggregated deployment.
+///
+/// # Errors
+/// An invalid configuration, shared tokens or arrivals from a trace (not modelled), an
+/// error of the prefill pool's fleet model.
+pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticError> {
+    cfg.validate_with(&crate::limits::Limits::default())
+        .map_err(|e| AnalyticError::Unsupported {
+            model: "disaggregated",
+            what: e.to_string(),
+        })?;
+    let w = &cfg.base.workload;
+    if w.shared.is_some() {
+        return Err(AnalyticError::Unsupported {
+            model: "disaggregated",
+            what: "shared tokens (system prompts, conversations)".into(),
+        });
+    }
+    let lambda = w.rate();
+    // 1. The prefill pool.
+    let at = atoms(&w.lengths, 60);
+    let pf = prefill_pool(cfg, &at, lambda)?;
+    let Some(pf) = pf else {
+        return Ok(unstable(
+            Prediction::Unstable {
+                rho: prefill_rho(cfg, &at, lambda),
+            },
+            prefill_rho(cfg, &at, lambda),
+        ));
+    };
+    let prefill = Prediction::Stable(pf.summary(cfg.base.metrics.slo_ttft_s, lambda));
+
+    // 2. The links.
+    let from_prefill = cfg.first_token == FirstTokenFrom::Prefill;
+    let link = &cfg.link;
+    let lam_l = lambda / cfg.prefill.replicas.len() as f64;
+    let (mut es, mut es2) = (0.0, 0.0);
+    for a in &at {
+        let s = link.serialisation_s(link.geometry.bytes_per_token() * a.prompt);
+        es += a.w * s;
+        es2 += a.w * s * s;
+    }
+    let rho_l = lam_l * es;
+    if rho_l >= 1.0 {
+        return Ok(unstable(prefill, rho_l));
+    }
+    let wait_l = lam_l * es2 / (2.0 * (1.0 - rho_l));
+    let tx_mean = wait_l + es + link.latency_s;
+
+    // 3. The decode pool.
+    let tokens = |a: &Atom| {
+        if from_prefill {
+            a.output - 1.0
+        } else {
+            a.output
+        }
+    };
+    let dec: Vec<(f64, f64, f64)> = at
+        .iter()
+        .map(|a| (a.w, a.prompt, tokens(a)))
+        .filter(|&(_, _, k)| k >= 0.5)
+        .collect();
+    let p_dec: f64 = dec.iter().map(|d| d.0).sum();
+    let chain = DecodeChain::new(cfg, &dec, lambda * p_dec)?;
+    let Some(dp) = chain.solve() else {
+        return Ok(unstable(prefill, chain.rho()));
+    };
+
+    // 4. The user's view.
+    let (ttft_mean, tpot_mean, q, dist) = if from_prefill {
+        // TPOT over requests of two or more tokens: the second token's wait spread over
+        // their gaps.
+        let (mut num, mut den) = (0.0, 0.0);
+        for a in at.iter().filter(|a| a.output >= 1.5) {
+            let k = a.output - 1.0;
+            let tx = wait_l
+                + link.serialisation_s(link.geometry.bytes_per_token() * a.prompt)
+                + link.latency_s;
+            num += a.w * ((tx + dp.first_step_mean_s) / k + (k - 1.0) / k * dp.tpot_mean_s);
+            den += a.w;
+        }
+        (
+            pf.mean,
+            num / den.max(1e-300),
+            quantiles(&pf.atoms),
+            pf.atoms.clone(),
+        )
+    } else {
+        let ttft = pf.mean + tx_mean + dp.first_step_mean_s;
+        let tx_atoms: Vec<(f64, f64)> = at
+            .iter()
+            .map(|a| {
+                let s = link.serialisation_s(link.geometry.bytes_per_token() * a.prompt);
+                (a.w, wait_l + s + link.latency_s)
+            })
+            .collect();
+        let first = convolve(&chain.first_step_atoms(), &[(1.0, 0.0)]);
+        let tx = convolve(&tx_atoms, &[(1.0, 0.0)]);
+        let sum = convolve(&convolve(&pf.atoms, &tx), &first);
+        let q = quantiles(&sum);
+        (ttft, dp.tpot_mean_s, q, sum)
+    };
+    let slo_ttft = cfg.base.metrics.slo_ttft_s;
+    let ttft_ok = cdf_at(&dist, slo_ttft);
+    let tpot_ok = if tpot_mean <= cfg.base.metrics.slo_tpot_s {
+        1.0
+    } else {
+        0.0
+    };
+    let overall = Prediction::Stable(Predicted {
+        ttft_mean_s: ttft_mean,
+        ttft_p50_s: q[0],
+        ttft_p95_s: q[1],
+        ttft_p99_s: q[2],
+        tpot_mean_s: tpot_mean,
+        goodput_rps: lambda,
+        blocking: 0.0,
+        utilisation: dp.utilisation,
+        slo_attainment: ttft_ok * tpot_ok,
+    });
+    if !overall.metrics().is_some_and(Predicted::is_finite) {
+        return Err(AnalyticError::Unsupported {
+            model: "disaggregated",
+            what: "this configuration: a figure came out non-finite".into(),
+        });
+    }
+    Ok(DisaggPrediction {
+        overall,
+        prefill,
+        transfer_mean_s: tx_mean,
+        transfer_wait_mean_s: wait_l,
+        link_utilisation: rho_l,
+        decode: dp,
+    })
+}
+
+fn unstable(prefill: Prediction, rho: f64) -> DisaggPrediction {
+    DisaggPrediction {
+        overall: Prediction::Unstable { rho },
+        prefill,
+        transfer_mean_s: 0.0,
+        transfer_wait_mean_s: 0.0,
+        link_utilisation: 0.0,
+        decode: DecodePoolPrediction::default(),
+    }
+}
+
+/// The decode pool's chain.
+struct DecodeChain {
+    lambda: f64,
+    /// Servers pooled into the chain (1: one replica at its share).
+    pooled: f64,
+    slots: f64,
+    mean_tokens: f64,
+    /// Step at 0…⌈slots⌉ decoding sequences of one replica [s].
+    step: Vec<f64>,
+}
+
+impl DecodeChain {
+    fn new(
+        cfg: &DisaggConfig,
+        dec: &[(f64, f64, f64)],
+        lambda: f64,
+    ) -> Result<Self, AnalyticError> {
+        let r = &cfg.decode.replicas[0];
+        if cfg.decode.replicas.iter().any(|x| x != r) {
+            return Err(AnalyticError::Unsupported {
+                model: "disaggregated",
+                what: "decode replicas that differ".into(),
+            });
+        }
+        let d = cfg.decode.replicas.len() as f64;
+        let total: f64 = dec.iter().map(|x| x.0).sum::<f64>().max(1e-300);
+        let mean_tokens = dec.iter().map(|x| x.0 * x.2).sum::<f64>() / total;
+        // Token-weighted context: a request holds P + k tokens at its k-th step.
+        let ctx = dec
+            .iter()
+            .map(|x| x.0 * x.2 * (x.1 + x.2 / 2.0))
+            .sum::<f64>()
+            / (total * mean_tokens).max(1e-300);
+        let bs = f64::from(r.server.block_size.max(1));
+        let kv_slots = (r.server.kv_tokens as f64 / (ctx + bs / 2.0))
+            .floor()
+            .max(1.0);
+        let slots = f64::from(r.server.max_batch).min(kv_slots);
+        let cost = PreparedCost::new(&r.cost, r.server.max_batch)
+            .with_step_overhead(r.server.step_overhead_s);
+        let top = slots.ceil() as u32;
+        let step = (0..=top)
+            .map(|m| cost.decode_step(m, (f64::from(m) * ctx) as u64))
+            .collect();
+        let pooled = match cfg.decode.router {
+            RouterKind::RoundRobin | RouterKind::Random | RouterKind::PrefixAffinity => 1.0,
+            _ => d,
+        };
+        Ok(DecodeChain {
+            lambda: if pooled > 1.0 { lambda } else { lambda / d },
+            pooled,
+            slots,
+            mean_tokens,
+            step,
+        })
+    }
+
+    /// One replica's step with `m` (possibly fractional) decoding [s].
+    fn d(&self, m: f64) -> f64 {
+        let m = m.clamp(1.0, self.slots);
+        let lo = m.floor() as usize;
+        let hi = (m.ceil() as usize).min(self.step.len() - 1);
+        let f = m - lo as f64;
+        self.step[lo] * (1.0 - f) + self.step[hi] * f
+    }
+
+    /// Decoding requests in state n, per replica.
+    fn busy(&self, n: f64) -> f64 {
+        n.min(self.slots * self.pooled) / self.pooled
+    }
+
+    fn mu(&self, n: f64) -> f64 {
+        let m = self.busy(n);
+        if m <= 0.0 {
+            0.0
+        } else {
+            m * self.pooled / (self.mean_tokens * self.d(m))
+        }
+    }
+
+    fn rho(&self) -> f64 {
+        let full = self.slots * self.pooled;
+        self.lambda / self.mu(full)
+    }
+
+    /// π_n up to where it is negligible; None when unstable.
+    fn stationary(&self) -> Option<Vec<f64>> {
+        if self.rho() >= 1.0 {
+            return None;
+        }
+        let mut p = vec![1.0f64];
+        let mut sum = 1.0;
+        let mut n = 0usize;
+        loop {
+            n += 1;
+            let mut next = p[n - 1] * self.lambda / self.mu(n as f64);
+            if next > 1e200 {
+                // Many slots at a high offered load: rescale before the terms overflow.
+                p.iter_mut().for_each(|x| *x *= 1e-200);
+                sum *= 1e-200;
+                next *= 1e-200;
+            }
+            p.push(next);
+            sum += next;
+            if (n as f64 > self.slots * self.pooled && next < 1e-13 * sum) || n > 2_000_000 {
+                break;
+            }
+        }
+        let sum: f64 = p.iter().sum();
+        p.iter_mut().for_each(|x| *x /= sum);
+        Some(p)
+    }
+
+    fn solve(&self) -> Option<DecodePoolPrediction> {
+        let pi = self.stationary()?;
+        let mut first = 0.0;
+        let (mut tok, mut tok_t) = (0.0, 0.0);
+        let mut busy = 0.0;
+        let mut mean_n = 0.0;
+        for (n, p) in pi.iter().enumerate() {
+            let nf = n as f64;
+            mean_n += p * nf;
+            first += p * self.first_step(nf).0;
+            let m = self.busy(nf);
+            if m > 0.0 {
+                tok += p * m;
+                tok_t += p * m / self.d(m);
+            }
+            // Replicas running iterations: n requests spread over the pooled replicas.
+            busy += p * nf.min(self.pooled) / self.pooled;
+        }
+        Some(DecodePoolPrediction {
+            rate_rps: self.lambda,
+            slots: self.slots,
+            first_step_mean_s: first,
+            tpot_mean_s: if tok_t > 0.0 {
+                tok / tok_t
+            } else {
+                self.d(1.0)
+            },
+            utilisation: busy,
+            mean_in_system: mean_n / self.pooled,
+            rho: self.rho(),
+        })
+    }
+
+    /// An arrival finding n: (mean wait + first step, and its parts: residual span,
+    /// Erlang departures and rate, first step).
+    fn first_step(&self, n: f64) -> (f64, f64, f64, f64, f64) {
+        let full = self.slots * self.pooled;
+        if n < full.floor() {
+            let resid = if n >= 1.0 { self.d(self.busy(n)) } else { 0.0 };
+            let step = self.d(self.busy(n + 1.0));
+            (resid / 2.0 + step, resid, 0.0, 0.0, step)
+        } else {
+            let k = n - full.floor() + 1.0;
+            let mu = self.mu(full);
+            let step = self.d(self.slots);
+            (k / mu + step, 0.0, k, mu, step)
+        }
+    }
+
+    /// The first-step time's distribution as weighted atoms.
+    fn first_step_atoms(&self) -> Vec<(f64, f64)> {
+        let Some(pi) = self.stationary() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (n, p) in pi.iter().enumerate() {
+            if *p < 1e-12 {
+                continue;
+            }
+            let (_, resid, k, mu, step) = self.first_step(n as f64);
+            const M: usize = 8;
+            for i in 0..M {
+                let u = (i as f64 + 0.5) / M as f64;
+                let t = if k > 0.0 {
+                    step + gamma_quantile(k, mu, u)
+                } else {
+                    step + resid * u
+                };
+                out.push((p / M as f64, t));
+            }
+        }
+        out
+    }
+}
+
+/// The u-quantile of a gamma of integer-ish shape k and rate μ, by the Wilson–Hilferty
+/// approximation (exact enough for the wait's tail at the shapes a queue reaches).
+fn gamma_quantile(k: f64, mu: f64, u: f64) -> f64 {
+    let z = super::special::normal_quantile(u);
+    let c = 1.0 / (9.0 * k);
+    let x = k * (1.0 - c + z * c.sqrt()).max(0.0).powi(3);
+    x / mu
+}
+
+/// The prefill pool's prediction: TTFT atoms (weight, seconds) and its mean.
+struct PrefillPool {
+    atoms: Vec<(f64, f64)>,
+    mean: f64,
+    rho: f64,
+}
+
+impl PrefillPool {
+    fn summary(&self, slo_ttft_s: f64, lambda: f64) -> Predicted {
+        let q = quantiles(&self.atoms);
+        Predicted {
+            ttft_mean_s: self.mean,
+            ttft_p50_s: q[0],
+            ttft_p95_s: q[1],
+            ttft_p99_s: q[2],
+            tpot_mean_s: 0.0,
+            goodput_rps: lambda,
+            blocking: 0.0,
+            utilisation: self.rho,
+            slo_attainment: cdf_at(&self.atoms, slo_ttft_s),
+        }
+    }
+}
+
+/// A lone prefill of `prompt` tokens on the pool's replica, and its marginal cost per
+/// prompt token [s].
+fn service(cfg: &DisaggConfig, prompt: f64) -> (f64, f64) {
+    let r = &cfg.prefill.replicas[0];
+    let step = r.server.step_overhead_s;
+    let one = |tokens: f64| r.cost.prefill(1, 1, tokens.max(1.0) as u64) + step;
+    let per_token = (one(1025.0) - one(1.0)) / 1024.0;
+    let chunk = match r.server.policy {
+        Policy::Chunked | Policy::LlamaCpp => f64::from(r.server.token_budget.max(1)),
+        _ => f64::INFINITY,
+    };
+    let whole = (prompt / chunk).floor();
+    let rest = prompt - whole * chunk;
+    let s = if whole >= 1.0 && chunk.is_finite() {
+        whole * one(chunk) + if rest >= 0.5 { one(rest) } else { 0.0 }
+    } else {
+        one(prompt)
+    };
+    (s, per_token)
+}
+
+/// The prefill pool's load per replica.
+fn prefill_rho(cfg: &DisaggConfig, at: &[Atom], lambda: f64) -> f64 {
+    let es: f64 = at.iter().map(|a| a.w * service(cfg, a.prompt).0).sum();
+    lambda / cfg.prefill.replicas.len() as f64 * es
+}
+
+/// The prefill pool (module docs); None when unstable.
+fn prefill_pool(
+    cfg: &DisaggConfig,
+    at: &[Atom],
+    lambda: f64,
+) -> Result<Option<PrefillPool>, AnalyticError> {
+    let r = &cfg.prefill.replicas[0];
+    if cfg.prefill.replicas.iter().any(|x| x != r) {
+        return Err(AnalyticError::Unsupported {
+            model: "disaggregated",
+            what: "prefill replicas that differ".into(),
+        });
+    }
+    let n = cfg.prefill.replicas.len();
+    let lam = lambda / n as f64;
+    let (mut es, mut es2, mut es3, mut ep, mut b) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let svc: Vec<f64> = at
+        .iter()
+        .map(|a| {
+            let (s, per_token) = service(cfg, a.prompt);
+            b = per_token;
+            es += a.w * s;
+            es2 += a.w * s * s;
+            es3 += a.w * s * s * s;
+            ep += a.w * a.prompt;
+            s
+        })
+        .collect();
+    let rho = lam * es;
+    if rho >= 1.0 {
+        return Ok(None);
+    }
+    let scv = (es2 / (es * es) - 1.0).max(0.0);
+    let pooled = !matches!(
+        cfg.prefill.router,
+        RouterKind::RoundRobin | RouterKind::Random | RouterKind::PrefixAffinity
+    ) && n > 1;
+    // P(wait) and the mean wait.
+    let (p_wait, wait) = if pooled {
+        let c = match erlang_c(n as u32, lambda * es)? {
+            Ok(c) => c,
+            Err(_) => return Ok(None),
+        };
+        (c, c * es / (n as f64 * (1.0 - rho)) * (1.0 + scv) / 2.0)
+    } else {
+        (rho, lam * es2 / (2.0 * (1.0 - rho)))
+    };
+    if !wait.is_finite() {
+        return Ok(None);
+    }
+    let extra = rho * (lam * b * ep).min(rho) * es2 / (2.0 * es);
+    let front = |p: f64| r.server.overhead_s + r.server.overhead_per_token_s * p;
+    // W: 0 with probability 1 − P(wait), else a gamma of mean wait / P(wait) whose
+    // squared coefficient of variation is M/G/1's at the replica's load (Takács:
+    // E[W²] = 2 E[W]² + λ E[S³] / 3(1 − ρ)).
+    const K: usize = 32;
+    let mut w_atoms = vec![(1.0 - p_wait, 0.0)];
+    if p_wait > 0.0 && wait > 0.0 {
+        let w1 = lam * es2 / (2.0 * (1.0 - rho));
+        let w2 = 2.0 * w1 * w1 + lam * es3 / (3.0 * (1.0 - rho));
+        let (m1, m2) = (w1 / rho, w2 / rho);
+        let shape = (m1 * m1 / (m2 - m1 * m1).max(1e-300)).clamp(0.05, 1e3);
+        // The prompts that arrive after it in the same iteration: spread in proportion
+        // to the wait (the longer the iteration it waits out, the more join it).
+        let m = (wait + extra) / p_wait;
+        let g = Gamma::new(shape, shape / m).map_err(|_| AnalyticError::Invalid {
+            name: "prefill wait",
+            value: m,
+            why: "must be finite and > 0",
+        })?;
+        for i in 0..K {
+            // Finer in the upper tail: u-edges 1 − (1 − i/K)².
+            let (u0, u1) = (
+                1.0 - (1.0 - i as f64 / K as f64).powi(2),
+                1.0 - (1.0 - (i + 1) as f64 / K as f64).powi(2),
+            );
+            let u = 0.5 * (u0 + u1);
+            // statrs' inversion can fail at very small shapes: the exponential's then.
+            let t = g.inverse_cdf(u);
+            let t = if t.is_finite() && t >= 0.0 {
+                t
+            } else {
+                -m * (1.0 - u).ln()
+            };
+            w_atoms.push((p_wait * (u1 - u0), t));
+        }
+    }
+    let s_atoms: Vec<(f64, f64)> = at
+        .iter()
+        .zip(&svc)
+        .map(|(a, s)| {
+            (
+                a.w,
+                s + front(a.prompt)
+                    + if p_wait > 0.0 && wait > 0.0 {
+                        0.0
+                    } else {
+                        extra
+                    },
+            )
+        })
+        .collect();
+    let atoms = convolve(&s_atoms, &w_atoms);
+    let mean = atoms.iter().map(|(w, t)| w * t).sum::<f64>();
+    Ok(Some(PrefillPool { atoms, mean, rho }))
+}
+
+/// The distribution of the sum of two independent atom lists, kept to at most 256 atoms
+/// (merged in order of value, each merged atom at its group's mean).
+fn convolve(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut all: Vec<(f64, f64)> = Vec::with_capacity(a.len() * b.len());
+    for &(wa, ta) in a {
+        for &(wb, tb) in b {
+            if wa * wb > 0.0 {
+                all.push((wa * wb, ta + tb));
+            }
+        }
+    }
+    all.sort_by(|x, y| x.1.total_cmp(&y.1));
+    const MAX: usize = 256;
+    if all.len() <= MAX {
+        return all;
+    }
+    // Groups of equal mass, finer in the upper tail (edges 1 − (1 − i/M)²).
+    let total: f64 = all.iter().map(|x| x.0).sum();
+    let mut out = Vec::with_capacity(MAX);
+    let (mut w, mut wt, mut cum) = (0.0, 0.0, 0.0);
+    let mut g = 1usize;
+    let edge = |g: usize| total * (1.0 - (1.0 - g as f64 / MAX as f64).powi(2));
+    for &(x, t) in &all {
+        w += x;
+        wt += x * t;
+        cum += x;
+        if cum >= edge(g) && g < MAX {
+            out.push((w, wt / w));
+            w = 0.0;
+            wt = 0.0;
+            g += 1;
+        }
+    }
+    if w > 0.0 {
+        out.push((w, wt / w));
+    }
+    out
+}
+
+/// P(X ≤ t) of sorted or unsorted atoms.
+fn cdf_at(a: &[(f64, f64)], t: f64) -> f64 {
+    let total: f64 = a.iter().map(|x| x.0).sum::<f64>().max(1e-300);
+    a.iter().filter(|x| x.1 <= t).map(|x| x.0).sum::<f64>() / total
+}
+
+/// p50, p95 and p99 of atoms, linear between neighbouring atoms' mid-masses.
+fn quantiles(a: &[(f64, f64)]) -> [f64; 3] {
+    if a.is_empty() {
+        // No distribution: reported as an error by the non-finite check.
+        return [f64::NAN; 3];
+    }
+    let mut v = a.to_vec();
+    v.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let total: f64 = v.iter().map(|x| x.0).sum::<f64>().max(1e-300);
+    let mut mids = Vec::with_capacity(v.len());
+    let mut cum = 0.0;
+    for x in &v {
+        mids.push((cum + x.0 / 2.0) / total);
+        cum += x.0;
+    }
+    [0.5, 0.95, 0.99].map(|u| {
+        let i = mids.partition_point(|&m| m < u);
+        if i == 0 {
+            v[0].1
+        } else if i >= v.len() {
+            v[v.len() - 1].1
+        } else {
+            let f = (u - mids[i - 1]) / (mids[i] - mids[i - 1]).max(1e-300);
+            v[i - 1].1 + f * (v[i].1 - v[i - 1].1)
+        }
+    })
+}
