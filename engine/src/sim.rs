@@ -47,7 +47,7 @@ use crate::limits::Limits;
 use crate::metrics::{Accumulator, PrefixAccumulator, PrefixSummary, Summary};
 use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
-use crate::scheduler::{with_scheduler, Plan, PlanCtx, Scheduler, Seq};
+use crate::scheduler::{with_scheduler, Plan, PlanCtx, Running, Scheduler, Seq};
 use crate::workload::Request;
 use clock::{
     count_f64, emit, finish_key, first_boundary_at_or_after, last_boundary_at_or_before, Anchor,
@@ -209,9 +209,9 @@ struct Sim<'a, S: Scheduler> {
     sched: S,
     /// In admission order: `[decode set | other prefilled | unprefilled]`, split at
     /// `attached` and `prefilled`.
-    running: Vec<Seq>,
+    running: Running,
     /// Scratch for [`Sim::complete`].
-    gone: Vec<Seq>,
+    gone: Running,
     /// `running[..attached]` is the decode set (always 0 when not `lazy`).
     attached: usize,
     /// `running[..prefilled]` have finished their prefill.
@@ -474,8 +474,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let r = &self.running;
         self.attached <= self.prefilled
             && self.prefilled <= r.len()
-            && r[..self.prefilled].iter().all(Seq::prefill_done)
-            && !r[self.prefilled..].iter().any(Seq::prefill_done)
+            && r[..self.prefilled].iter().all(|s| s.prefill_done())
+            && !r[self.prefilled..].iter().any(|s| s.prefill_done())
             && r.windows(2).all(|w| w[0].admit_seq < w[1].admit_seq)
     }
 
@@ -636,7 +636,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.preemptions += 1;
             self.log.preempted(s.req.id, self.t);
             s.chunk = 0;
-            self.sched.requeue_preempted(s);
+            self.sched.requeue_preempted(*s);
             preempted = true;
         }
         if preempted {
@@ -779,7 +779,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         while self
             .running
             .get(self.prefilled)
-            .is_some_and(Seq::prefill_done)
+            .is_some_and(|s| s.prefill_done())
         {
             self.prefilled += 1;
         }
@@ -1045,8 +1045,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             // The state at the end, still holding the unfinished requests.
             self.sample_through(h);
-            let mut left: Vec<Seq> = std::mem::take(&mut self.running);
-            left.extend(self.sched.drain());
+            let mut left: Running = std::mem::take(&mut self.running);
+            left.extend(self.sched.drain().into_iter().map(Box::new));
             left.sort_by_key(|s| s.req.id);
             for s in left {
                 let rec = record_of(&s, None, Outcome::Unfinished);
