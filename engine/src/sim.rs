@@ -608,9 +608,17 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Extra blocks the first `decoders` running sequences need to run `k` more decode
     /// iterations (paged, so every field is exact).
     fn blocks_needed(&self, k: u64, decoders: usize) -> u64 {
+        let bs = self.kv.block_size();
         self.running[..decoders]
             .iter()
-            .map(|s| self.kv.blocks_for(s.kv_tokens + k).saturating_sub(s.blocks))
+            .map(|s| {
+                // A new block only every block_size tokens: divide only then.
+                if s.kv_tokens + k > s.blocks * bs {
+                    self.kv.blocks_for(s.kv_tokens + k) - s.blocks
+                } else {
+                    0
+                }
+            })
             .sum()
     }
 
@@ -650,10 +658,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if !self.paged {
             return;
         }
-        let mut take = 0;
+        let (bs, mut take) = (self.kv.block_size(), 0);
         for s in &mut self.running[..decoders] {
-            let want = self.kv.blocks_for(s.kv_tokens + k);
-            if want > s.blocks {
+            // As in blocks_needed: the division only when a block boundary is crossed.
+            if s.kv_tokens + k > s.blocks * bs {
+                let want = self.kv.blocks_for(s.kv_tokens + k);
                 take += want - s.blocks;
                 s.blocks = want;
             }
