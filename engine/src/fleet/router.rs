@@ -196,16 +196,25 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
     }
 
     /// The same scan as [`Route::pick`]: from `start` to the end, then from 0, the first
-    /// least key winning.
+    /// least key winning (keys compared as one 128-bit number, the same order).
     fn pick_all(&mut self, _: &Request, views: &[ServerView]) -> usize {
+        let key = |v: &ServerView| {
+            let (a, b) = (self.key)(v);
+            u128::from(a) << 64 | u128::from(b)
+        };
         let start = self.next % views.len();
-        let mut best = start;
-        let mut best_key = (self.key)(&views[start]);
-        for i in (start + 1..views.len()).chain(0..start) {
-            let k = (self.key)(&views[i]);
+        let (head, tail) = views.split_at(start);
+        let (mut best, mut best_key) = (start, key(&tail[0]));
+        for (i, v) in tail.iter().enumerate().skip(1) {
+            let k = key(v);
             if k < best_key {
-                best = i;
-                best_key = k;
+                (best, best_key) = (start + i, k);
+            }
+        }
+        for (i, v) in head.iter().enumerate() {
+            let k = key(v);
+            if k < best_key {
+                (best, best_key) = (i, k);
             }
         }
         self.next = best + 1;
