@@ -66,6 +66,7 @@ fn mooncake(n: usize, seed: u64) -> ImportedTrace {
         block_tokens: BLOCK,
         offsets: vec![0],
         ids: Vec::new(),
+        shared: Vec::new(),
     };
     let t0 = rows.first().map_or(0.0, |r| r.0);
     let requests = rows

@@ -269,6 +269,9 @@ fn run<I: Iterator<Item = Request>>(
         routed_to: Vec::new(),
         keep: cfg.base.keep_records,
         imbalance: Imbalance::new(cfg.base.horizon_s, n),
+        // Only the open loop leaves the servers to the router alone; a gated client moves
+        // them itself (gate.rs), so its router looks at them directly.
+        seen: matches!(cfg.client, Client::Open).then(|| Seen::new(&servers)),
     };
     match cfg.client {
         Client::Open => {
@@ -304,20 +307,44 @@ struct Fleet {
     routed_to: Vec<u32>,
     keep: bool,
     imbalance: Imbalance,
+    /// What the router last saw of each server, when nothing but [`Fleet::send`] moves
+    /// them (the open loop).
+    seen: Option<Seen>,
 }
 
 impl Fleet {
     /// Routes `r` (arriving now) and sends it.
     fn send(&mut self, servers: &mut [Box<dyn Server + '_>], router: &mut dyn Route, r: Request) {
         let t = r.arrival;
-        self.imbalance.sample_before(t, servers);
         let n = servers.len();
-        let i = if n == 1 {
-            0
-        } else {
-            router.pick(&r, n, &mut |i| look(&mut *servers[i], t))
+        let i = match &mut self.seen {
+            Some(seen) => {
+                self.imbalance
+                    .sample_before(t, |at, i| seen.look(&mut *servers[i], i, at).outstanding);
+                let i = if n == 1 {
+                    0
+                } else if router.looks_at_all() {
+                    seen.look_all(servers, t);
+                    router.pick_all(&r, &seen.views)
+                } else {
+                    router.pick(&r, n, &mut |i| seen.look(&mut *servers[i], i, t))
+                };
+                servers[i].push(r);
+                seen.refresh(&*servers[i], i);
+                i
+            }
+            None => {
+                self.imbalance
+                    .sample_before(t, |at, i| look(&mut *servers[i], at).outstanding);
+                let i = if n == 1 {
+                    0
+                } else {
+                    router.pick(&r, n, &mut |i| look(&mut *servers[i], t))
+                };
+                servers[i].push(r);
+                i
+            }
         };
-        servers[i].push(r);
         self.routed[i] += 1;
         if self.keep {
             self.routed_to.push(i as u32);
@@ -395,6 +422,58 @@ fn look(s: &mut dyn Server, t: f64) -> ServerView {
     s.view()
 }
 
+/// Each server's view and wake as they stood after the fleet last pushed to it or moved
+/// it. A server changes only when a request is pushed to it or it is moved to a limit at
+/// or after its wake, so [`Seen::look`] is [`look`] without calling a server that cannot
+/// have changed: the same servers are moved at the same instants, and the router sees the
+/// same views.
+struct Seen {
+    views: Vec<ServerView>,
+    wakes: Vec<f64>,
+}
+
+impl Seen {
+    fn new(servers: &[Box<dyn Server + '_>]) -> Seen {
+        Seen {
+            views: servers.iter().map(|s| s.view()).collect(),
+            wakes: servers.iter().map(|s| s.wake()).collect(),
+        }
+    }
+
+    /// [`look`] at server `s`, the `i`-th.
+    #[inline]
+    fn look(&mut self, s: &mut dyn Server, i: usize, t: f64) -> ServerView {
+        if t >= self.wakes[i] {
+            s.advance(t);
+            self.refresh(s, i);
+        }
+        self.views[i]
+    }
+
+    /// [`Seen::look`] at every server (in index order, as a router scanning them all).
+    fn look_all(&mut self, servers: &mut [Box<dyn Server + '_>], t: f64) {
+        for c in 0..self.wakes.len().div_ceil(64) {
+            // The servers of this block of 64 that can have changed, as a bit mask.
+            let mut due = 0u64;
+            for (j, &w) in self.wakes[c * 64..].iter().take(64).enumerate() {
+                due |= u64::from(t >= w) << j;
+            }
+            while due != 0 {
+                let i = c * 64 + due.trailing_zeros() as usize;
+                due &= due - 1;
+                servers[i].advance(t);
+                self.refresh(&*servers[i], i);
+            }
+        }
+    }
+
+    #[inline]
+    fn refresh(&mut self, s: &dyn Server, i: usize) {
+        self.views[i] = s.view();
+        self.wakes[i] = s.wake();
+    }
+}
+
 pub(crate) use router::Route;
 
 /// Samples of the most and the mean outstanding requests at fixed instants.
@@ -422,14 +501,15 @@ impl Imbalance {
         }
     }
 
-    /// Takes the samples due before an arrival at `t` (the servers are moved there, which
-    /// changes nothing in their runs).
+    /// Takes the samples due before an arrival at `t`; `outstanding(at, i)` is server i's
+    /// outstanding requests at `at` (the servers are moved there, which changes nothing in
+    /// their runs).
     #[inline]
-    fn sample_before(&mut self, t: f64, servers: &mut [Box<dyn Server + '_>]) {
+    fn sample_before(&mut self, t: f64, mut outstanding: impl FnMut(f64, usize) -> u64) {
         while self.left > 0 && self.next < t {
             let (mut max, mut sum) = (0u64, 0u64);
-            for s in servers.iter_mut() {
-                let o = look(&mut **s, self.next).outstanding;
+            for i in 0..self.n {
+                let o = outstanding(self.next, i);
                 max = max.max(o);
                 sum += o;
             }

@@ -118,6 +118,11 @@ impl Seq {
     }
 }
 
+/// The running set: boxed, so that removing a sequence from the middle (a completion in
+/// admission order) moves pointers, not whole sequences.
+#[allow(clippy::vec_box)]
+pub type Running = Vec<Box<Seq>>;
+
 /// What an admission gets from the KV cache ([`PlanCtx::take_blocks_for`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grant {
@@ -157,7 +162,7 @@ impl Plan {
 #[derive(Debug)]
 pub struct PlanCtx<'a> {
     /// Running set in admission order (the last is the most recently admitted).
-    pub running: &'a mut Vec<Seq>,
+    pub running: &'a mut Running,
     pub kv: &'a mut KvCache,
     /// B.
     pub max_batch: usize,
@@ -210,7 +215,7 @@ impl PlanCtx<'_> {
         if seq.admitted.is_nan() {
             seq.admitted = self.now;
         }
-        self.running.push(seq);
+        self.running.push(Box::new(seq));
     }
 
     /// Plan under the token budget: the prefilled prefix decodes (a token each, while the

@@ -47,7 +47,7 @@ use crate::limits::Limits;
 use crate::metrics::{Accumulator, PrefixAccumulator, PrefixSummary, Summary};
 use crate::num::max_f64;
 use crate::record::{Outcome, RequestRecord};
-use crate::scheduler::{with_scheduler, Plan, PlanCtx, Scheduler, Seq};
+use crate::scheduler::{with_scheduler, Plan, PlanCtx, Running, Scheduler, Seq};
 use crate::workload::Request;
 use clock::{
     count_f64, emit, finish_key, first_boundary_at_or_after, last_boundary_at_or_before, Anchor,
@@ -209,9 +209,9 @@ struct Sim<'a, S: Scheduler> {
     sched: S,
     /// In admission order: `[decode set | other prefilled | unprefilled]`, split at
     /// `attached` and `prefilled`.
-    running: Vec<Seq>,
+    running: Running,
     /// Scratch for [`Sim::complete`].
-    gone: Vec<Seq>,
+    gone: Running,
     /// `running[..attached]` is the decode set (always 0 when not `lazy`).
     attached: usize,
     /// `running[..prefilled]` have finished their prefill.
@@ -474,8 +474,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let r = &self.running;
         self.attached <= self.prefilled
             && self.prefilled <= r.len()
-            && r[..self.prefilled].iter().all(Seq::prefill_done)
-            && !r[self.prefilled..].iter().any(Seq::prefill_done)
+            && r[..self.prefilled].iter().all(|s| s.prefill_done())
+            && !r[self.prefilled..].iter().any(|s| s.prefill_done())
             && r.windows(2).all(|w| w[0].admit_seq < w[1].admit_seq)
     }
 
@@ -608,9 +608,17 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// Extra blocks the first `decoders` running sequences need to run `k` more decode
     /// iterations (paged, so every field is exact).
     fn blocks_needed(&self, k: u64, decoders: usize) -> u64 {
+        let bs = self.kv.block_size();
         self.running[..decoders]
             .iter()
-            .map(|s| self.kv.blocks_for(s.kv_tokens + k).saturating_sub(s.blocks))
+            .map(|s| {
+                // A new block only every block_size tokens: divide only then.
+                if s.kv_tokens + k > s.blocks * bs {
+                    self.kv.blocks_for(s.kv_tokens + k) - s.blocks
+                } else {
+                    0
+                }
+            })
             .sum()
     }
 
@@ -636,7 +644,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             s.preemptions += 1;
             self.log.preempted(s.req.id, self.t);
             s.chunk = 0;
-            self.sched.requeue_preempted(s);
+            self.sched.requeue_preempted(*s);
             preempted = true;
         }
         if preempted {
@@ -650,10 +658,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         if !self.paged {
             return;
         }
-        let mut take = 0;
+        let (bs, mut take) = (self.kv.block_size(), 0);
         for s in &mut self.running[..decoders] {
-            let want = self.kv.blocks_for(s.kv_tokens + k);
-            if want > s.blocks {
+            // As in blocks_needed: the division only when a block boundary is crossed.
+            if s.kv_tokens + k > s.blocks * bs {
+                let want = self.kv.blocks_for(s.kv_tokens + k);
                 take += want - s.blocks;
                 s.blocks = want;
             }
@@ -779,7 +788,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         while self
             .running
             .get(self.prefilled)
-            .is_some_and(Seq::prefill_done)
+            .is_some_and(|s| s.prefill_done())
         {
             self.prefilled += 1;
         }
@@ -1047,8 +1056,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
             // The state at the end, still holding the unfinished requests.
             self.sample_through(h);
-            let mut left: Vec<Seq> = std::mem::take(&mut self.running);
-            left.extend(self.sched.drain());
+            let mut left: Running = std::mem::take(&mut self.running);
+            left.extend(self.sched.drain().into_iter().map(Box::new));
             left.sort_by_key(|s| s.req.id);
             for s in left {
                 let rec = record_of(&s, None, Outcome::Unfinished);

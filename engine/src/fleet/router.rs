@@ -94,11 +94,11 @@ impl RouterKind {
             RouterKind::Random => Box::new(Random { rng: rng() }),
             RouterKind::LeastOutstanding => Box::new(LeastBy {
                 next: 0,
-                key: |v| (v.outstanding, 0),
+                key: |v: &ServerView| (v.outstanding, 0),
             }),
             RouterKind::LeastTokens => Box::new(LeastBy {
                 next: 0,
-                key: |v| (v.work_tokens, v.outstanding),
+                key: |v: &ServerView| (v.work_tokens, v.outstanding),
             }),
             RouterKind::PowerOfD { d } => Box::new(PowerOfD {
                 d: d as usize,
@@ -108,13 +108,13 @@ impl RouterKind {
             RouterKind::PrefixAffinity => Box::new(PrefixAffinity {
                 fallback: LeastBy {
                     next: 0,
-                    key: |v| (v.outstanding, 0),
+                    key: |v: &ServerView| (v.outstanding, 0),
                 },
             }),
             RouterKind::KvAware => Box::new(LeastBy {
                 next: 0,
                 // Used fraction as a 32.32 fixed-point number, so keys compare exactly.
-                key: |v| {
+                key: |v: &ServerView| {
                     let used =
                         ((v.kv_used_blocks as u128) << 32) / v.kv_total_blocks.max(1) as u128;
                     (used as u64, v.outstanding)
@@ -132,6 +132,17 @@ const ROUTER_STREAM: u128 = 0x726f_7574_6572_5f73_7472_6561_6d5f_3031;
 /// arrival (looking costs the simulator work, so routers look only where they must).
 pub(crate) trait Route {
     fn pick(&mut self, r: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize;
+
+    /// Whether [`Route::pick`] always looks at every server, so a caller may move them all
+    /// first and call [`Route::pick_all`] instead.
+    fn looks_at_all(&self) -> bool {
+        false
+    }
+
+    /// [`Route::pick`] given every server's view, as `look` would return it.
+    fn pick_all(&mut self, r: &Request, views: &[ServerView]) -> usize {
+        self.pick(r, views.len(), &mut |i| views[i])
+    }
 }
 
 struct RoundRobin {
@@ -158,12 +169,12 @@ impl Route for Random {
 
 /// The server of least `key`, scanning from the one after the last pick so that ties go
 /// round-robin.
-struct LeastBy {
+struct LeastBy<K> {
     next: usize,
-    key: fn(&ServerView) -> (u64, u64),
+    key: K,
 }
 
-impl Route for LeastBy {
+impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
     fn pick(&mut self, _: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize {
         let start = self.next % n;
         let mut best = start;
@@ -179,10 +190,40 @@ impl Route for LeastBy {
         self.next = best + 1;
         best
     }
+
+    fn looks_at_all(&self) -> bool {
+        true
+    }
+
+    /// The same scan as [`Route::pick`]: from `start` to the end, then from 0, the first
+    /// least key winning (keys compared as one 128-bit number, the same order).
+    fn pick_all(&mut self, _: &Request, views: &[ServerView]) -> usize {
+        let key = |v: &ServerView| {
+            let (a, b) = (self.key)(v);
+            u128::from(a) << 64 | u128::from(b)
+        };
+        let start = self.next % views.len();
+        let (head, tail) = views.split_at(start);
+        let (mut best, mut best_key) = (start, key(&tail[0]));
+        for (i, v) in tail.iter().enumerate().skip(1) {
+            let k = key(v);
+            if k < best_key {
+                (best, best_key) = (start + i, k);
+            }
+        }
+        for (i, v) in head.iter().enumerate() {
+            let k = key(v);
+            if k < best_key {
+                (best, best_key) = (i, k);
+            }
+        }
+        self.next = best + 1;
+        best
+    }
 }
 
-struct PrefixAffinity {
-    fallback: LeastBy,
+struct PrefixAffinity<K> {
+    fallback: LeastBy<K>,
 }
 
 /// splitmix64's finaliser.
@@ -192,7 +233,7 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-impl Route for PrefixAffinity {
+impl<K: Fn(&ServerView) -> (u64, u64)> Route for PrefixAffinity<K> {
     fn pick(&mut self, r: &Request, n: usize, look: &mut dyn FnMut(usize) -> ServerView) -> usize {
         let key = if r.conv > 0 {
             mix(u64::from(r.conv) | 1 << 40)

@@ -48,7 +48,7 @@ pub struct LlamaCpp {
 
 impl LlamaCpp {
     /// Frees the slots whose request has left the running set (completed or preempted).
-    fn release_gone(&mut self, running: &[Seq]) {
+    fn release_gone(&mut self, running: &[Box<Seq>]) {
         if running.len() == self.busy {
             return;
         }
@@ -83,7 +83,7 @@ impl LlamaCpp {
     }
 
     /// Runs of consecutive slot ids among the slots of `decoding` (one micro-batch each).
-    fn decode_runs(&self, decoding: &[Seq]) -> u32 {
+    fn decode_runs(&self, decoding: &[Box<Seq>]) -> u32 {
         if decoding.len() <= 1 {
             return decoding.len() as u32;
         }

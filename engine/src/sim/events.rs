@@ -138,7 +138,7 @@ impl Sink<'_> {
     /// `unprefilled`: the running set's unprefilled part after planning, where the
     /// policy put the sequences it admitted.
     #[inline]
-    pub(super) fn admitted(&mut self, unprefilled: &[Seq], t_s: f64) {
+    pub(super) fn admitted(&mut self, unprefilled: &[Box<Seq>], t_s: f64) {
         if let Some(log) = &mut self.log {
             for s in unprefilled {
                 if self.running.insert(s.req.id) {
@@ -154,7 +154,7 @@ impl Sink<'_> {
     pub(super) fn iteration(
         &mut self,
         (start_s, end_s): (f64, f64),
-        running: &[Seq],
+        running: &[Box<Seq>],
         (decoders, prefilled): (usize, usize),
         emit_at_prefill: bool,
     ) {
@@ -177,7 +177,7 @@ impl Sink<'_> {
         &mut self,
         at: &impl Fn(u64) -> f64,
         k: u64,
-        running: &[Seq],
+        running: &[Box<Seq>],
         block_size: Option<u64>,
     ) {
         if let Some(log) = &mut self.log {
@@ -206,7 +206,7 @@ impl Sink<'_> {
 fn log_iteration(
     log: &mut Vec<Event>,
     (start_s, end_s): (f64, f64),
-    running: &[Seq],
+    running: &[Box<Seq>],
     (decoders, prefilled): (usize, usize),
     emit_at_prefill: bool,
 ) {
@@ -255,7 +255,7 @@ fn log_decode_run(
     log: &mut Vec<Event>,
     at: &impl Fn(u64) -> f64,
     k: u64,
-    running: &[Seq],
+    running: &[Box<Seq>],
     block_size: Option<u64>,
 ) {
     for i in 1..=k {
