@@ -12,13 +12,16 @@ mod query;
 mod workload;
 
 use crate::metric::Metric;
-use engine::config::{Admission, EndRule, FirstToken, KvMode, Policy, ServerConfig, SimConfig};
+use engine::config::{
+    Admission, EndRule, FirstToken, KvMode, Policy, PrefixCache, ServerConfig, SimConfig,
+};
 use engine::cost::{CostModel, LinearCost, ReferenceCost, TableCost};
 use engine::metrics::MetricsConfig;
 pub use fields::{is_key, label, page_message, BadValue, Invalid, FIELDS};
 pub use kinds::{AdmissionRule, Arrivals, Cost, Lengths, Preset};
 use serde::{Deserialize, Serialize};
 pub use trace::{TraceInUse, TRACE_KEYS};
+pub use workload::SharedParams;
 
 /// Every knob of the page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -70,6 +73,12 @@ pub struct Params {
     /// A trace file as the arrivals, replayed time-scaled at each rate (see [`trace`]).
     #[serde(default)]
     pub trace: Option<TraceInUse>,
+    /// What the requests share: system prompts, conversations ([`SharedParams`]).
+    #[serde(default)]
+    pub shared: SharedParams,
+    /// The KV manager's prefix cache (paged KV only; docs/model.md, Prefix caching).
+    #[serde(default)]
+    pub prefix_cache: PrefixCache,
 }
 
 impl Default for Params {
@@ -110,6 +119,8 @@ impl Default for Params {
             slo_tpot_s: 0.05,
             metric: Metric::P99Ttft,
             trace: None,
+            shared: SharedParams::default(),
+            prefix_cache: PrefixCache::Off,
         }
     }
 }
@@ -242,6 +253,7 @@ impl Params {
                 token_budget: self.token_budget,
                 kv_mode: self.kv_mode,
                 overhead_s: self.overhead_ms / 1e3,
+                prefix_cache: self.prefix_cache,
                 ..ServerConfig::default()
             },
             cost: self.cost_model(),

@@ -804,6 +804,10 @@ pub fn App() -> impl IntoView {
         })
     };
 
+    let show_prefix = Memo::new(move |_| {
+        c.params
+            .with(|p| !p.prefix_cache.is_off() || p.metric.is_prefix())
+    });
     let tab_button = move |t: Tab, label: &'static str| {
         view! { <button class="tab" class:active=move || c.tab.get() == t on:click=move |_| c.tab.set(t)>{label}</button> }
     };
@@ -894,7 +898,11 @@ pub fn App() -> impl IntoView {
                        {tab_button(Tab::Time, "Over time")}
                        {tab_button(Tab::Timeline, "Timeline")}
                        <Show when=move || c.tab.get() == Tab::Load>
-                           {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
+                           // The prefix cache's metrics are listed while it is on (or chosen).
+                           {move || {
+                               let prefix = show_prefix.get();
+                               select_field(c, "metric", "metric", Metric::ALL.iter().filter(|m| prefix || !m.is_prefix()).map(|m| (m.key(), m.label())).collect())
+                           }}
                        </Show>
                        <Show when=move || c.tab.get() == Tab::Time>
                            <label class="field">

@@ -48,6 +48,7 @@ impl Params {
             return Err(at("T", format!("{} must be in (0, 100000]", label("T"))));
         }
         self.check_trace()?;
+        self.check_shared()?;
         let limits = Limits::default();
         let runs = || {
             self.rates

@@ -7,7 +7,31 @@ use engine::ConfigError;
 
 /// Every text field of the page: URL key, the name the engine's messages use for it (if
 /// they name it), and its label on the page.
-pub const FIELDS: [(&str, Option<&str>, &str); 22] = [
+pub const FIELDS: [(&str, Option<&str>, &str); 29] = [
+    // Before "prompt tokens", which their engine names contain.
+    (
+        "spg",
+        Some("system prompt groups"),
+        "system-prompt groups G",
+    ),
+    (
+        "sps",
+        Some("system prompt share"),
+        "share with a system prompt",
+    ),
+    (
+        "spt",
+        Some("system prompt tokens"),
+        "system prompt P [tokens]",
+    ),
+    (
+        "spz",
+        Some("system prompt zipf exponent"),
+        "group popularity (Zipf exponent)",
+    ),
+    ("cvm", Some("mean turns"), "mean turns per conversation"),
+    ("cvx", Some("max turns"), "max turns per conversation"),
+    ("cvt", Some("think time"), "think time between turns [s]"),
     ("k", Some("burstiness"), "burstiness k"),
     ("rates", None, "rates λ [req/s]"),
     ("rate", None, "chosen λ [req/s]"),
@@ -108,6 +132,12 @@ impl Invalid {
                 LimitError::TooManyRequests { .. } | LimitError::DrainTooLong { .. },
             ) => Some("arrival rate"),
             ConfigError::KvTooSmall { .. } => Some("kv_tokens"),
+            ConfigError::PrefixCache(_) => {
+                return Invalid {
+                    key: Some("pc"),
+                    message: e.to_string(),
+                }
+            }
             _ => None,
         };
         let message = page_message(&e.to_string());

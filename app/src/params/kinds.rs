@@ -3,7 +3,7 @@
 
 use super::Params;
 use crate::metric::Metric;
-use engine::config::{KvMode, Policy, SimConfig};
+use engine::config::{KvMode, Policy, PrefixCache, SimConfig};
 use serde::{Deserialize, Serialize};
 
 /// Arrival process kind.
@@ -194,6 +194,13 @@ pub(super) fn kv_key(k: KvMode) -> &'static str {
     match k {
         KvMode::Reserve => "reserve",
         KvMode::Paged => "paged",
+    }
+}
+
+pub(super) fn prefix_cache_key(c: PrefixCache) -> &'static str {
+    match c {
+        PrefixCache::Off => "off",
+        PrefixCache::Apc => "apc",
     }
 }
 

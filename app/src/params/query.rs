@@ -1,6 +1,6 @@
 //! The parameters as a URL query string, and the field-by-field edits the page makes.
 
-use super::kinds::{from_keys, kv_key, policy_from, policy_key};
+use super::kinds::{from_keys, kv_key, policy_from, policy_key, prefix_cache_key};
 use super::*;
 
 impl Params {
@@ -55,6 +55,16 @@ impl Params {
             ("slo_ttft", fmt_num(self.slo_ttft_s)),
             ("slo_tpot", fmt_num(self.slo_tpot_s)),
             ("metric", self.metric.key().into()),
+            ("sp", (self.shared.system as u8).to_string()),
+            ("spg", self.shared.groups.to_string()),
+            ("sps", fmt_num(self.shared.share)),
+            ("spt", self.shared.tokens.to_string()),
+            ("spz", fmt_num(self.shared.zipf)),
+            ("conv", (self.shared.conversations as u8).to_string()),
+            ("cvm", fmt_num(self.shared.mean_turns)),
+            ("cvx", self.shared.max_turns.to_string()),
+            ("cvt", fmt_num(self.shared.think_s)),
+            ("pc", prefix_cache_key(self.prefix_cache).into()),
         ];
         q.extend(self.trace_query());
         // The preset is written even when empty, so that it reads back as it is.
@@ -125,6 +135,9 @@ impl Params {
         fn u<T: std::str::FromStr>(v: &str) -> Option<T> {
             v.parse::<T>().ok()
         }
+        fn flag(v: &str) -> Option<bool> {
+            matches!(v, "0" | "1").then_some(v == "1")
+        }
         macro_rules! put {
             ($field:expr, $val:expr) => {
                 match $val {
@@ -187,13 +200,23 @@ impl Params {
             ),
             "T" => put!(self.horizon_s, f(v)),
             "seeds" => put!(self.seeds, u(v)),
-            "refrules" => put!(
-                self.reference_rules,
-                matches!(v, "0" | "1").then_some(v == "1")
-            ),
+            "refrules" => put!(self.reference_rules, flag(v)),
             "slo_ttft" => put!(self.slo_ttft_s, f(v)),
             "slo_tpot" => put!(self.slo_tpot_s, f(v)),
             "metric" => put!(self.metric, Metric::from_key(v)),
+            "sp" => put!(self.shared.system, flag(v)),
+            "spg" => put!(self.shared.groups, u(v)),
+            "sps" => put!(self.shared.share, f(v)),
+            "spt" => put!(self.shared.tokens, u(v)),
+            "spz" => put!(self.shared.zipf, f(v)),
+            "conv" => put!(self.shared.conversations, flag(v)),
+            "cvm" => put!(self.shared.mean_turns, f(v)),
+            "cvx" => put!(self.shared.max_turns, u(v)),
+            "cvt" => put!(self.shared.think_s, f(v)),
+            "pc" => put!(
+                self.prefix_cache,
+                from_keys(&[PrefixCache::Off, PrefixCache::Apc], prefix_cache_key, v)
+            ),
             "trace" | "trace_id" => self.set_trace_key(key, v),
             _ => false,
         }

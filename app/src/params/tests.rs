@@ -246,3 +246,103 @@ fn a_bad_url_value_keeps_its_key_and_text() {
         "max batch B [seqs]: 'abc' from the URL is not a valid value"
     );
 }
+
+#[test]
+fn shared_prompts_conversations_and_the_prefix_cache_reach_the_engine_and_the_url() {
+    use engine::config::PrefixCache;
+    use engine::workload::SharedTokens;
+    // Links made before the fields existed: nothing shared, no cache.
+    let (old, errs) = Params::from_query("B=4&K=4096");
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(old.sim_config(1.0, 0).workload.shared, None);
+    assert_eq!(old.sim_config(1.0, 0).server.prefix_cache, PrefixCache::Off);
+
+    let (p, errs) =
+        Params::from_query("kv=paged&block=16&pc=apc&sp=1&spg=4&sps=0.75&spt=256&spz=1.2");
+    assert!(errs.is_empty(), "{errs:?}");
+    p.validate().unwrap();
+    let cfg = p.sim_config(2.0, 0);
+    assert_eq!(cfg.server.prefix_cache, PrefixCache::Apc);
+    let Some(SharedTokens::Prefixes { system }) = cfg.workload.shared else {
+        panic!("{:?}", cfg.workload.shared)
+    };
+    assert_eq!(
+        (system.groups, system.share, system.tokens, system.zipf),
+        (4, 0.75, 256, 1.2)
+    );
+    let (back, errs) = Params::from_query(&p.to_query());
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(back, p);
+
+    // Conversations, with and without system prompts.
+    let conv = p.edited("conv", "1").unwrap().edited("cvm", "3").unwrap();
+    let conv = conv
+        .edited("cvx", "6")
+        .unwrap()
+        .edited("cvt", "20")
+        .unwrap();
+    conv.validate().unwrap();
+    match conv.sim_config(2.0, 0).workload.shared {
+        Some(SharedTokens::Conversations {
+            conversations: c,
+            system: Some(s),
+        }) => assert_eq!(
+            (c.mean_turns, c.max_turns, c.think_s, s.groups),
+            (3.0, 6, 20.0, 4)
+        ),
+        other => panic!("{other:?}"),
+    }
+    let alone = conv.edited("sp", "0").unwrap();
+    assert!(matches!(
+        alone.sim_config(2.0, 0).workload.shared,
+        Some(SharedTokens::Conversations { system: None, .. })
+    ));
+    assert_eq!(Params::from_query(&conv.to_query()).0, conv);
+}
+
+#[test]
+fn bad_shared_and_prefix_cache_values_are_refused_beside_their_field() {
+    let base = "kv=paged&block=16&pc=apc&sp=1&conv=1";
+    Params::read_query(base).0.validate().unwrap();
+    // Values that are not values of the field: kept with their key, for the field.
+    for (key, bad) in [
+        ("sp", "2"),
+        ("conv", "yes"),
+        ("pc", "lru"),
+        ("spg", "-1"),
+        ("spt", "1.5"),
+        ("sps", "x"),
+        ("cvt", "NaN"),
+    ] {
+        let (_, bad_values) = Params::read_query(&format!("{base}&{key}={bad}"));
+        assert_eq!(bad_values.len(), 1, "{key}={bad}");
+        assert_eq!(bad_values[0].key, key);
+        assert!(bad_values[0].known, "{key} is a parameter of the page");
+        let e = Params::read_query(base).0.edited(key, bad).unwrap_err();
+        assert!(e.starts_with(label(key)), "{e}");
+    }
+    // Numbers out of the engine's range: refused by check, beside their field.
+    for (key, bad) in [
+        ("spg", "0"),
+        ("spg", "70000"),
+        ("sps", "1.5"),
+        ("spt", "0"),
+        ("spz", "-1"),
+        ("cvm", "0.5"),
+        ("cvx", "0"),
+        ("cvt", "0"),
+    ] {
+        let (p, bv) = Params::read_query(&format!("{base}&{key}={bad}"));
+        assert!(bv.is_empty(), "{key}={bad}: {bv:?}");
+        let e = p.check().unwrap_err();
+        assert_eq!(e.key, Some(key), "{key}={bad}: {e:?}");
+        assert!(e.message.contains(label(key)), "{key}={bad}: {}", e.message);
+    }
+    // The cache needs paged KV: said beside the cache's field, in the page's words.
+    let e = Params::read_query("pc=apc&sp=1").0.check().unwrap_err();
+    assert_eq!(e.key, Some("pc"));
+    assert!(e.message.contains("needs paged KV"), "{}", e.message);
+    // A field of a part that is off is not the engine's business.
+    let (off, _) = Params::read_query("kv=paged&pc=apc&spg=0");
+    off.validate().unwrap();
+}

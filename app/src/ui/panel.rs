@@ -104,6 +104,19 @@ pub(super) fn panel(c: Ctx) -> impl IntoView {
                     {text_field(c, "fp", "")}
                     {text_field(c, "fo", "")}
                 </Show>
+                {select_field(c, "system prompts", "sp", vec![("0", "none shared"), ("1", "shared system prompts")])}
+                <Show when=move || c.params.with(|p| p.shared.system)>
+                    {text_field(c, "spg", "how many different system prompts (groups)")}
+                    {text_field(c, "sps", "share of requests (of conversations) that begin with a group's system prompt, in [0, 1]")}
+                    {text_field(c, "spt", "system prompt length P, put before the request's own prompt")}
+                    {text_field(c, "spz", "group g (from 0) is chosen with probability ∝ 1/(g+1)^s; 0: all groups alike")}
+                </Show>
+                {select_field(c, "conversations", "conv", vec![("0", "independent requests"), ("1", "multi-turn conversations")])}
+                <Show when=move || c.params.with(|p| p.shared.conversations)>
+                    {text_field(c, "cvm", "the arrivals start conversations of this many turns on average (geometric)")}
+                    {text_field(c, "cvx", "")}
+                    {text_field(c, "cvt", "each next turn arrives an exponential time later and resends the conversation so far plus a new message")}
+                </Show>
                 <h2>"Server"</h2>
                 {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
                 {text_field(c, "B", "max_num_seqs")}
@@ -111,6 +124,10 @@ pub(super) fn panel(c: Ctx) -> impl IntoView {
                 {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
                 {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
+                {select_field(c, "prefix cache", "pc", vec![("off", "off"), ("apc", "automatic prefix caching (paged KV)")])}
+                <Show when=move || c.params.with(|p| !p.prefix_cache.is_off() && !p.shared.any())>
+                    <p class="hint" id="prefix-hint">"Nothing is shared between these requests, so the cache finds only a preempted request's own blocks: turn on system prompts or conversations."</p>
+                </Show>
                 {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
                 <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
                     {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
