@@ -108,7 +108,7 @@ pub struct Detail {
     pub kv_capacity: f64,
     /// What the prefix cache did in this run (None: off).
     #[serde(default)]
-    pub prefix: Option<PrefixSummary>,
+    pub prefix: Option<Box<PrefixSummary>>,
 }
 
 /// One model's predictions across rates (`None`: unstable at that rate).
@@ -473,7 +473,7 @@ fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
         spans,
         first_token_after_decode: p.reference_rules,
         kv_capacity: p.kv_tokens as f64,
-        prefix: rep.stats.prefix.clone(),
+        prefix: rep.stats.prefix.clone().map(Box::new),
     })
 }
 

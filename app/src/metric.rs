@@ -162,6 +162,15 @@ impl Metric {
         )
     }
 
+    /// The most the metric can be (a probability or a rate of hits: 1), if it has a bound.
+    pub fn upper_bound(self) -> Option<f64> {
+        matches!(
+            self,
+            Metric::Blocking | Metric::PrefixHitRate | Metric::PrefixBlockHitRate
+        )
+        .then_some(1.0)
+    }
+
     /// Whether the metric is the prefix cache's (no value without it).
     pub fn is_prefix(self) -> bool {
         matches!(self, Metric::PrefixHitRate | Metric::PrefixBlockHitRate)

@@ -52,7 +52,7 @@ impl Default for SharedParams {
 impl SharedParams {
     /// The engine's description of what the requests share (None: nothing).
     pub fn tokens(&self) -> Option<SharedTokens> {
-        let system = self.system.then(|| SystemPrompts {
+        let system = self.system.then_some(SystemPrompts {
             groups: self.groups,
             share: self.share,
             tokens: self.tokens,

@@ -104,14 +104,14 @@ pub(super) fn panel(c: Ctx) -> impl IntoView {
                     {text_field(c, "fp", "")}
                     {text_field(c, "fo", "")}
                 </Show>
-                {select_field(c, "system prompts", "sp", vec![("0", "none shared"), ("1", "shared system prompts")])}
+                {select_field(c, "system prompts", "sp", vec![("0", "none"), ("1", "shared")])}
                 <Show when=move || c.params.with(|p| p.shared.system)>
                     {text_field(c, "spg", "how many different system prompts (groups)")}
                     {text_field(c, "sps", "share of requests (of conversations) that begin with a group's system prompt, in [0, 1]")}
                     {text_field(c, "spt", "system prompt length P, put before the request's own prompt")}
                     {text_field(c, "spz", "group g (from 0) is chosen with probability ∝ 1/(g+1)^s; 0: all groups alike")}
                 </Show>
-                {select_field(c, "conversations", "conv", vec![("0", "independent requests"), ("1", "multi-turn conversations")])}
+                {select_field(c, "conversations", "conv", vec![("0", "none"), ("1", "multi-turn")])}
                 <Show when=move || c.params.with(|p| p.shared.conversations)>
                     {text_field(c, "cvm", "the arrivals start conversations of this many turns on average (geometric)")}
                     {text_field(c, "cvx", "")}
@@ -124,7 +124,7 @@ pub(super) fn panel(c: Ctx) -> impl IntoView {
                 {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
                 {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
-                {select_field(c, "prefix cache", "pc", vec![("off", "off"), ("apc", "automatic prefix caching (paged KV)")])}
+                {select_field(c, "prefix cache", "pc", vec![("off", "off"), ("apc", "vLLM APC")])}
                 <Show when=move || c.params.with(|p| !p.prefix_cache.is_off() && !p.shared.any())>
                     <p class="hint" id="prefix-hint">"Nothing is shared between these requests, so the cache finds only a preempted request's own blocks: turn on system prompts or conversations."</p>
                 </Show>
