@@ -439,7 +439,7 @@ await check('Caches lesson: hit rate against K with Che\'s line, its check on sc
   await p.close();
 });
 await check('prefix cache in the calculator: the controls change the URL, a hit rate is shown and charted, the cache is drawn over time; reserve KV is refused beside the field', async () => {
-  const c = await open(`${base}?preset=vllm-a10g&seeds=2&T=60&K=65536`);
+  const c = await open(`${base}?preset=vllm-a10g&seeds=2&T=60`);
   const p = c.page;
   await sweepDone(p, null);
   assert(!(await p.$('#prefix-stats')), 'prefix stats shown with the cache off');
