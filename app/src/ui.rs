@@ -467,6 +467,7 @@ fn download_text(name: &str, text: &str, mime: &str) {
     download(name, &url);
 }
 
+/// The page.
 #[component]
 pub fn App() -> impl IntoView {
     let search = window().location().search().unwrap_or_default();

@@ -77,8 +77,6 @@ pub(super) fn select_field(
     }
 }
 
-/// The page.
-
 /// The parameter panel beside the charts.
 pub(super) fn panel(c: Ctx) -> impl IntoView {
     view! {
