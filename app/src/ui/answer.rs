@@ -81,8 +81,13 @@ pub(super) fn answer(c: Ctx) -> impl IntoView {
 }
 
 /// What the prefix cache did in the chosen rate's run (docs/model.md, Prefix caching):
-/// hit rates in tokens and blocks, prefill tokens saved, TTFT of hits against misses.
+/// hit rates in tokens and blocks, prefill tokens saved, TTFT of hits against misses
+/// (nothing while an error is on show).
 fn prefix_line(c: Ctx) -> impl IntoView {
+    // Parameters that cannot run have no run to speak of.
+    if c.blocked() {
+        return None;
+    }
     let detail = c.detail.get();
     let (rate, p) = detail.and_then(|d| d.prefix.map(|p| (d.rate, p)))?;
     let rate_of = |x: Option<f64>| x.map(format::percent).unwrap_or_else(|| "—".into());
