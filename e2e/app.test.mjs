@@ -386,7 +386,7 @@ await check('Learn view: a lesson runs live, a control changes it, the URL follo
   const lhover = await p.textContent('#lesson-hover');
   assert(/throughput just past capacity \(simulation\) at \d+/.test(lhover), `lesson hover: ${lhover}`);
   await p.screenshot({ path: path.join(shots, 'learn.png'), fullPage: true });
-  for (const n of [1, 3, 4, 5, 6, 7, 8]) {
+  for (const n of [1, 3, 4, 5, 6, 7, 8, 9]) {
     const d = await p.evaluate(() => document.documentElement.dataset.lessonDone);
     await p.click(`#lesson-${n}`);
     await lessonDone(p, d);
@@ -409,6 +409,88 @@ await check('Learn view: a lesson runs live, a control changes it, the URL follo
   assert(!p.url().includes('view=learn') && p.url().includes('preset='), `URL: ${p.url()}`);
   assert(learn.errors.length === 0, learn.errors.join(' | '));
   await p.close();
+});
+await check('Caches lesson: hit rate against K with Che\'s line, its check on screen, a control moves it, the URL follows', async () => {
+  const l = await open(`${base}?view=learn&lesson=9`);
+  const p = l.page;
+  await lessonDone(p, null);
+  assert(/^9\. Caches/.test(await p.textContent('#lesson-title')), await p.textContent('#lesson-title'));
+  const check = await p.textContent('#lesson-check');
+  assert(/^block hit rate at K = 16384, Zipf 0: simulation [\d.]+ % ± [\d.]+ % \(95 % interval over 8 seeds\); Che's approximation [\d.]+ %: (inside the interval ✓|outside the interval: Che's approximation is close, not exact)/.test(check), check);
+  const readings = await p.textContent('#lesson-readings');
+  assert(/block hit rate at K = 16384[\s\S]*% simulated · [\d.]+ % Che/.test(readings), readings);
+  const px0 = await chartPixels(p, 'lesson-chart');
+  assert(px0.nonWhite > 3000, `lesson 9 chart looks blank (${px0.nonWhite})`);
+  await p.screenshot({ path: path.join(shots, 'learn-caches.png'), fullPage: true });
+  // More popular prompts in a smaller cache: the readings and the URL follow.
+  const prev = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.$eval('input[data-lesson-key="zipf"]', (el) => { el.value = '3'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await lessonDone(p, prev);
+  const prev2 = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.$eval('input[data-lesson-key="K"]', (el) => { el.value = '1'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await lessonDone(p, prev2);
+  await p.waitForTimeout(100);
+  assert(/K = 8192, Zipf 1\.5/.test(await p.textContent('#lesson-check')), await p.textContent('#lesson-check'));
+  assert(p.url().includes('lesson=9') && p.url().includes('K=8192') && p.url().includes('zipf=1.5'), `URL: ${p.url()}`);
+  const px1 = await chartPixels(p, 'lesson-chart');
+  assert(px1.hash !== px0.hash, 'the lesson chart did not change');
+  await p.screenshot({ path: path.join(shots, 'learn-caches-zipf.png'), fullPage: true });
+  assert(l.errors.length === 0, l.errors.join(' | '));
+  await p.close();
+});
+await check('prefix cache in the calculator: the controls change the URL, a hit rate is shown and charted, the cache is drawn over time; reserve KV is refused beside the field', async () => {
+  const c = await open(`${base}?preset=vllm-a10g&seeds=2&T=60`);
+  const p = c.page;
+  await sweepDone(p, null);
+  assert(!(await p.$('#prefix-stats')), 'prefix stats shown with the cache off');
+  const set = async (key, value) => {
+    const prev = await p.evaluate(() => document.documentElement.dataset.sweepDone);
+    const sel = `[data-key="${key}"]`;
+    if (await p.$eval(sel, (e) => e.tagName) === 'SELECT') await p.selectOption(sel, value);
+    else { await p.fill(sel, value); await p.dispatchEvent(sel, 'change'); }
+    await sweepDone(p, prev);
+  };
+  await set('sp', '1');
+  await set('spg', '4');
+  await set('pc', 'apc');
+  await p.waitForSelector('#prefix-stats');
+  const stats = await p.textContent('#prefix-stats');
+  assert(/^Prefix cache at λ = [\d.]+ req\/s \(one run\): hit rate [\d.]+ % of prompt tokens, [\d.]+ % of blocks · prefill tokens saved: \d+ \([\d.]+ per admission\) · mean TTFT of hits [\d.]+ m?s \(\d+ requests\), of misses [\d.]+ m?s \(\d+ requests\)$/.test(stats), stats);
+  const hit = Number((await p.textContent('#prefix-hit-rate')).replace(' %', ''));
+  assert(hit > 5, `hit rate ${hit} %`);
+  const url = new URL(p.url());
+  for (const [k, v] of [['sp', '1'], ['spg', '4'], ['pc', 'apc'], ['kv', 'paged']]) assert(url.searchParams.get(k) === v, `${k}: ${p.url()}`);
+  // The hit rate as the load curve's metric.
+  const before = await chartPixels(p);
+  await p.selectOption('select[data-key="metric"]', 'prefix_hit_rate');
+  await p.waitForTimeout(300);
+  const after = await chartPixels(p);
+  assert(after.hash !== before.hash && after.nonWhite > 3000, 'the hit-rate chart did not draw');
+  assert(new URL(p.url()).searchParams.get('metric') === 'prefix_hit_rate', p.url());
+  await p.screenshot({ path: path.join(shots, 'prefix-load.png'), fullPage: true });
+  await p.click('button.tab:has-text("Over time")');
+  await p.waitForTimeout(300);
+  await p.screenshot({ path: path.join(shots, 'prefix-time.png'), fullPage: true });
+  await p.click('button.tab:has-text("Load curves")');
+  // Conversations too.
+  await set('conv', '1');
+  assert(new URL(p.url()).searchParams.get('conv') === '1', p.url());
+  assert(/hit rate [\d.]+ %/.test(await p.textContent('#prefix-stats')), 'no hit rate with conversations');
+  // Reserve KV cannot keep a cache: the message beside the field, the URL kept.
+  await p.selectOption('select[data-key="kv"]', 'reserve');
+  await p.waitForSelector('.field-error[data-error-for="pc"]');
+  const said = await p.textContent('.field-error[data-error-for="pc"]');
+  assert(/^prefix cache: needs paged KV/.test(said), said);
+  await p.screenshot({ path: path.join(shots, 'prefix-reserve.png'), fullPage: true });
+  assert(c.errors.length === 0, c.errors.join(' | '));
+  await p.close();
+  // A bad value from the URL stays in its field with the message, and in the URL.
+  const b = await open(`${base}?kv=paged&pc=apc&sp=1&sps=1.5`);
+  await b.page.waitForSelector('.field-error[data-error-for="sps"]', { timeout: 20000 });
+  const msg = await b.page.textContent('.field-error[data-error-for="sps"]');
+  assert(/^share with a system prompt = 1\.5 is out of range/.test(msg), msg);
+  assert(new URL(b.page.url()).searchParams.get('sps') === '1.5', b.page.url());
+  await b.page.close();
 });
 const watchDone = (page, prev) => page.waitForFunction((p) => {
   const d = document.documentElement.dataset.watchDone; return d && d !== p;
@@ -774,7 +856,7 @@ closeServer();
 fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
   `800-run reference grid ${numbers.grid_800_runs_ms} ms (median ${numbers.grid_800_median_ms}); wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
-  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms}, 8: ${numbers.lesson_8_ms} ms; ` +
+  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms}, 8: ${numbers.lesson_8_ms}, 9: ${numbers.lesson_9_ms} ms; ` +
   `watch, main-thread work per frame while playing: ${numbers.watch_frames}`);
 console.log(`e2e fleet numbers: fleet view's default sweep (N = 4, 8 rates × 5 seeds) ${numbers.fleet_sweep_ms} ms; ` +
   `fleet sweep 10 rates × 4 routers × 5 seeds at N = 8, T = 1000 s: ${numbers.fleet_bench_ms} ms (median ${numbers.fleet_bench_median_ms}; target ≤ 1500 ms: ${numbers.fleet_bench_median_ms <= 1500 ? 'met' : 'NOT met'})`);

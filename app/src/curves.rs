@@ -3,7 +3,7 @@
 
 use crate::metric::Metric;
 use crate::params::{fmt_num, label, Params};
-use engine::metrics::{Aggregate, Summary};
+use engine::metrics::{Aggregate, PrefixSummary, Summary};
 use serde::{Deserialize, Serialize};
 
 /// One simulated point of the load curve: all metrics at one rate, over seeds.
@@ -30,6 +30,24 @@ impl CurvePoint {
             aggs,
             slo_attainment: att.mean,
         }
+    }
+
+    /// Aggregates per-seed runs at one rate: their summaries and, with a prefix cache,
+    /// what it did (`prefixes[i]` belongs to `summaries[i]`).
+    pub fn from_runs(
+        rate: f64,
+        summaries: &[Summary],
+        prefixes: &[Option<PrefixSummary>],
+    ) -> CurvePoint {
+        let mut p = CurvePoint::from_summaries(rate, summaries);
+        for m in Metric::ALL.into_iter().filter(|m| m.is_prefix()) {
+            p.aggs[m.index()] = Aggregate::of(
+                prefixes
+                    .iter()
+                    .map(|x| x.as_ref().and_then(|x| m.of_prefix(x))),
+            );
+        }
+        p
     }
 
     pub fn get(&self, m: Metric) -> Aggregate {

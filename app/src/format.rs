@@ -82,14 +82,14 @@ pub fn percent(f: f64) -> String {
 }
 
 /// A value of metric `m` in its unit: latencies by [`latency`], throughputs in req/s,
-/// the blocking probability in %, preemptions per request as a plain number.
+/// the blocking probability and hit rates in %, preemptions per request as a plain number.
 pub fn value(m: Metric, v: f64) -> String {
     if m.is_latency() {
         latency(v)
     } else {
         match m {
             Metric::Goodput | Metric::SloGoodput => req_per_s(v),
-            Metric::Blocking => percent(v),
+            Metric::Blocking | Metric::PrefixHitRate | Metric::PrefixBlockHitRate => percent(v),
             _ => sig3(v),
         }
     }

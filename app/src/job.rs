@@ -10,11 +10,12 @@ use crate::fleet::{FleetDetail, FleetModel, FleetState};
 use crate::learn::{LessonOutput, LessonState};
 use crate::params::Params;
 use engine::analytic::{
-    capacity_bounds, predict, slo_capacity, CapacityBounds, ModelKind, Predicted, Prediction,
+    capacity_bounds, predict, predict_prefix_cache, slo_capacity, CapacityBounds, ModelKind,
+    Predicted, Prediction, PrefixPrediction,
 };
 use engine::fleet::RouterKind;
 use engine::limits::Limits;
-use engine::metrics::Summary;
+use engine::metrics::{PrefixSummary, Summary};
 use engine::record::Outcome;
 use engine::sim::{simulate, simulate_requests};
 use engine::sweep::StandIns;
@@ -105,6 +106,9 @@ pub struct Detail {
     #[serde(default)]
     pub first_token_after_decode: bool,
     pub kv_capacity: f64,
+    /// What the prefix cache did in this run (None: off).
+    #[serde(default)]
+    pub prefix: Option<Box<PrefixSummary>>,
 }
 
 /// One model's predictions across rates (`None`: unstable at that rate).
@@ -125,6 +129,34 @@ pub struct Models {
     pub slo_capacity: Option<(String, f64)>,
     /// Utilisation predicted at the chosen rate.
     pub utilisation: Option<f64>,
+    /// With the prefix cache on: Che's approximation at each rate
+    /// ([`engine::analytic::predict_prefix_cache`]; empty when it does not apply).
+    #[serde(default)]
+    pub che: Vec<(f64, PrefixPrediction)>,
+}
+
+/// Legend name of Che's approximation.
+pub const CHE: &str = "Che's approximation (LRU)";
+
+impl Models {
+    /// Che's approximation of a prefix-cache metric across rates, as a chart curve.
+    pub fn che_curve(&self, m: crate::metric::Metric) -> Option<crate::curves::ModelCurve> {
+        use crate::metric::Metric as M;
+        let pick = |x: &PrefixPrediction| match m {
+            M::PrefixHitRate => Some(x.token_hit_rate),
+            M::PrefixBlockHitRate => Some(x.block_hit_rate),
+            _ => None,
+        };
+        (!self.che.is_empty() && m.is_prefix()).then(|| crate::curves::ModelCurve {
+            name: CHE.into(),
+            slot: ModelKind::ALL.len(),
+            points: self
+                .che
+                .iter()
+                .map(|(r, x)| (*r, pick(x).filter(|v| v.is_finite())))
+                .collect(),
+        })
+    }
 }
 
 /// A message from a worker.
@@ -311,7 +343,7 @@ impl Progress<'_> {
 struct Streams {
     key: Option<(Workload, f64)>,
     by_seed: Vec<Vec<Request>>,
-    runs: Vec<StandIns<Summary>>,
+    runs: Vec<StandIns<(Summary, Option<PrefixSummary>)>>,
 }
 
 impl Streams {
@@ -340,15 +372,20 @@ impl Streams {
 
     /// `cfg` run on its seed's requests, or the summary of a run that stands for it
     /// (within a job only B, K and the rate vary, and the rate is in the workload).
-    fn simulate(&mut self, cfg: &SimConfig, seed: u64) -> Result<Summary, String> {
+    fn simulate(
+        &mut self,
+        cfg: &SimConfig,
+        seed: u64,
+    ) -> Result<(Summary, Option<PrefixSummary>), String> {
         self.get(cfg, seed)?;
         let i = seed as usize;
-        if let Some(summary) = self.runs[i].find(&cfg.server) {
-            return Ok(summary.clone());
+        if let Some(run) = self.runs[i].find(&cfg.server) {
+            return Ok(run.clone());
         }
         let rep = simulate_requests(cfg, self.by_seed[i].iter().copied());
-        self.runs[i].push(cfg.server.clone(), rep.stats, rep.summary.clone());
-        Ok(rep.summary)
+        let run = (rep.summary, rep.stats.prefix.clone());
+        self.runs[i].push(cfg.server.clone(), rep.stats, run.clone());
+        Ok(run)
     }
 }
 
@@ -363,6 +400,7 @@ fn curve_point(
 ) -> Result<Reply, String> {
     let (max_batch, kv_tokens) = grid.unwrap_or((p.max_batch, p.kv_tokens));
     let mut summaries = Vec::with_capacity(p.seeds as usize);
+    let mut prefixes = Vec::with_capacity(p.seeds as usize);
     for seed in 0..p.seeds as u64 {
         let mut cfg = p.sim_config(rate, seed);
         cfg.server.max_batch = max_batch;
@@ -372,13 +410,15 @@ fn curve_point(
         if seed == 0 {
             held_in_memory(p.seeds, &cfg)?;
         }
-        summaries.push(streams.simulate(&cfg, seed)?);
+        let (summary, prefix) = streams.simulate(&cfg, seed)?;
+        summaries.push(summary);
+        prefixes.push(prefix);
         out.tick();
     }
     Ok(Reply::Point {
         id: out.id,
         grid,
-        point: CurvePoint::from_summaries(rate, &summaries),
+        point: CurvePoint::from_runs(rate, &summaries, &prefixes),
     })
 }
 
@@ -417,6 +457,7 @@ fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
             waiting: t.waiting as f64,
             running: t.running as f64,
             kv_used: t.kv_used_tokens as f64,
+            kv_cached: t.kv_cached_tokens as f64,
         })
         .collect();
     let spans = rep
@@ -432,6 +473,7 @@ fn detail(p: &Params, rate: f64) -> Result<Detail, String> {
         spans,
         first_token_after_decode: p.reference_rules,
         kv_capacity: p.kv_tokens as f64,
+        prefix: rep.stats.prefix.clone().map(Box::new),
     })
 }
 
@@ -502,6 +544,16 @@ fn models(p: &Params, rates: &[f64]) -> Models {
                 fast.push(kind);
                 out.curves.push(ModelResult { kind, points: pts });
             }
+        }
+    }
+    if !p.prefix_cache.is_off() {
+        let che: Result<Vec<_>, _> = rates
+            .iter()
+            .map(|&r| predict_prefix_cache(&p.sim_config(r, 0)).map(|x| (r, x)))
+            .collect();
+        match che {
+            Ok(v) => out.che = v,
+            Err(e) => out.skipped.push((CHE.to_string(), e.to_string())),
         }
     }
     out.bounds = capacity_bounds(&base).ok();
@@ -604,8 +656,12 @@ pub fn model_curves(models: &Models, m: crate::metric::Metric) -> Vec<crate::cur
             M::SloGoodput => Some(x.slo_attainment * rate),
             M::Blocking => Some(x.blocking),
             M::P99Tpot | M::MeanE2e | M::Preemptions => None,
+            M::PrefixHitRate | M::PrefixBlockHitRate => None,
         }
     };
+    if m.is_prefix() {
+        return models.che_curve(m).into_iter().collect();
+    }
     if matches!(m, M::P99Tpot | M::MeanE2e | M::Preemptions) {
         return Vec::new();
     }
@@ -709,6 +765,72 @@ mod tests {
         let runs: u32 = job.tasks.iter().map(|t| t.runs(job.params.seeds)).sum();
         assert_eq!(runs, 800);
         assert!(job.params.horizon_s * 100.0 <= Params::default().horizon_s);
+    }
+
+    #[test]
+    fn a_prefix_cache_job_gives_hit_rates_the_caches_occupancy_and_che() {
+        use crate::metric::Metric;
+        let (params, errs) = Params::from_query(
+            "kv=paged&block=16&K=16384&pc=apc&sp=1&spg=4&sps=0.8&spt=256&len=fixed&fp=128&fo=64\
+             &rates=1,2&rate=2&T=200&seeds=2&refrules=0",
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        params.validate().unwrap();
+        let job = Job {
+            id: 3,
+            params,
+            tasks: vec![
+                Task::Curve { rate: 2.0 },
+                Task::Detail { rate: 2.0 },
+                Task::Models {
+                    rates: vec![1.0, 2.0],
+                },
+            ],
+        };
+        let (mut point, mut detail, mut models) = (None, None, None);
+        run(&job, &mut |r| match r {
+            Reply::Point { point: p, .. } => point = Some(p),
+            Reply::Detail { detail: d, .. } => detail = Some(d),
+            Reply::Models { models: m, .. } => models = Some(m),
+            Reply::Error { message, .. } => panic!("{message}"),
+            _ => {}
+        });
+        let point = point.unwrap();
+        let hit = point.get(Metric::PrefixHitRate);
+        assert_eq!(hit.n, 2);
+        // 80 % of prompts carry 256 of their 384 tokens from one of 4 groups, the others
+        // 128 of their own: every system prompt hitting is 204.8 / 332.8 = 0.615 of them.
+        let h = hit.mean.unwrap();
+        assert!((0.4..=0.616).contains(&h), "{h}");
+        assert!(point.get(Metric::PrefixBlockHitRate).mean.unwrap() > 0.3);
+        let detail = detail.unwrap();
+        let pre = detail.prefix.unwrap();
+        assert!(pre.saved_tokens > 0 && pre.ttft_hit.n > 0 && pre.ttft_miss.n > 0);
+        assert!(detail.series.iter().any(|s| s.kv_cached > 0.0));
+        let che = models.unwrap().che_curve(Metric::PrefixHitRate).unwrap();
+        assert_eq!(che.points.len(), 2);
+        let at2 = che.points[1].1.unwrap();
+        assert!(
+            (at2 - h).abs() < 0.1,
+            "Che {at2} against the simulation's {h}"
+        );
+        // With the cache off the metric has no value, and no model line.
+        let mut off = job.params.clone();
+        off.prefix_cache = engine::config::PrefixCache::Off;
+        let mut none = None;
+        run(
+            &Job {
+                id: 4,
+                params: off,
+                tasks: vec![Task::Curve { rate: 2.0 }],
+            },
+            &mut |r| {
+                if let Reply::Point { point, .. } = r {
+                    none = Some(point.get(Metric::PrefixHitRate).n);
+                }
+            },
+        );
+        assert_eq!(none, Some(0));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! Worker.
 
 mod burstiness;
+mod caches;
 mod ci;
 mod links;
 mod loss_delay;
@@ -45,6 +46,8 @@ pub enum Lesson {
     /// Routing: random, round-robin, power of two choices and least outstanding over N
     /// replicas.
     Routing,
+    /// Caches: a prefix cache's hit rate, Che's approximation, and TTFT.
+    Caches,
 }
 
 /// One slider of a lesson: the value snaps to one of `steps`.
@@ -83,7 +86,7 @@ const SIGMAS: &[f64] = &[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5];
 const RHOS: &[f64] = &[0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95];
 
 impl Lesson {
-    pub const ALL: [Lesson; 8] = [
+    pub const ALL: [Lesson; 9] = [
         Lesson::Utilisation,
         Lesson::Batching,
         Lesson::KvMemory,
@@ -92,6 +95,7 @@ impl Lesson {
         Lesson::LossDelay,
         Lesson::Burstiness,
         Lesson::Routing,
+        Lesson::Caches,
     ];
 
     /// 1-based number, as in the URL (`lesson=2`).
@@ -113,6 +117,7 @@ impl Lesson {
             Lesson::LossDelay => "Loss or delay",
             Lesson::Burstiness => "Burstiness",
             Lesson::Routing => "Routing over replicas",
+            Lesson::Caches => "Caches: prefix hits and TTFT",
         }
     }
 
@@ -127,6 +132,7 @@ impl Lesson {
             Lesson::LossDelay => loss_delay::TEXT,
             Lesson::Burstiness => burstiness::TEXT,
             Lesson::Routing => routing::TEXT,
+            Lesson::Caches => caches::TEXT,
         }
     }
 
@@ -141,6 +147,7 @@ impl Lesson {
             Lesson::LossDelay => loss_delay::TRY,
             Lesson::Burstiness => burstiness::TRY,
             Lesson::Routing => routing::TRY,
+            Lesson::Caches => caches::TRY,
         }
     }
 
@@ -209,6 +216,7 @@ impl Lesson {
             Lesson::LossDelay => loss_delay::CONTROLS,
             Lesson::Burstiness => burstiness::CONTROLS,
             Lesson::Routing => routing::CONTROLS,
+            Lesson::Caches => caches::CONTROLS,
         }
     }
 }
@@ -377,6 +385,7 @@ pub fn run(state: &LessonState) -> Result<LessonOutput, String> {
         Lesson::LossDelay => loss_delay::run(v(0), v(1)),
         Lesson::Burstiness => burstiness::run(v(0), v(1)),
         Lesson::Routing => routing::run(v(0), v(1)),
+        Lesson::Caches => caches::run(v(0), v(1)),
     }?;
     out.lesson = state.lesson;
     Ok(out)
@@ -895,7 +904,7 @@ mod tests {
         );
         assert_eq!(s.lesson, Lesson::Batching);
         assert_eq!(s.get("B"), Some(8.0), "snapped to the nearest step");
-        let (s, errs) = LessonState::from_query("view=learn&lesson=9");
+        let (s, errs) = LessonState::from_query("view=learn&lesson=10");
         assert_eq!(s.lesson, Lesson::Utilisation);
         assert_eq!(errs.len(), 1);
         let (s, errs) = LessonState::from_query("lesson=5&sigma=abc&rho=0.9");

@@ -1,7 +1,7 @@
 //! The metrics a chart can show, read the same way from a simulated or a measured
 //! [`Summary`], with their labels and units.
 
-use engine::metrics::Summary;
+use engine::metrics::{PrefixSummary, Summary};
 use serde::{Deserialize, Serialize};
 
 /// One plotted metric.
@@ -25,10 +25,15 @@ pub enum Metric {
     Blocking,
     /// Preemptions per arrival.
     Preemptions,
+    /// Prefix cache: prompt tokens found cached / prompt tokens to prefill
+    /// (docs/model.md, Prefix caching; `engine::metrics::PrefixSummary`).
+    PrefixHitRate,
+    /// Prefix cache: full prompt blocks found / full prompt blocks looked up.
+    PrefixBlockHitRate,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 13] = [
         Metric::MeanTtft,
         Metric::P50Ttft,
         Metric::P95Ttft,
@@ -40,6 +45,8 @@ impl Metric {
         Metric::SloGoodput,
         Metric::Blocking,
         Metric::Preemptions,
+        Metric::PrefixHitRate,
+        Metric::PrefixBlockHitRate,
     ];
     /// Number of metrics (length of per-metric arrays).
     pub const N: usize = Metric::ALL.len();
@@ -63,6 +70,8 @@ impl Metric {
             Metric::SloGoodput => "slo_goodput",
             Metric::Blocking => "blocking",
             Metric::Preemptions => "preemptions",
+            Metric::PrefixHitRate => "prefix_hit_rate",
+            Metric::PrefixBlockHitRate => "prefix_block_hit_rate",
         }
     }
 
@@ -84,6 +93,8 @@ impl Metric {
             Metric::SloGoodput => "SLO goodput [req/s]",
             Metric::Blocking => "blocking probability",
             Metric::Preemptions => "preemptions per request",
+            Metric::PrefixHitRate => "prefix-cache hit rate (prompt tokens)",
+            Metric::PrefixBlockHitRate => "prefix-cache hit rate (blocks)",
         }
     }
 
@@ -101,6 +112,8 @@ impl Metric {
             Metric::SloGoodput => "slo_goodput_rps",
             Metric::Blocking => "blocking_probability",
             Metric::Preemptions => "preemptions_per_request",
+            Metric::PrefixHitRate => "prefix_token_hit_rate",
+            Metric::PrefixBlockHitRate => "prefix_block_hit_rate",
         }
     }
 
@@ -119,6 +132,8 @@ impl Metric {
             Metric::SloGoodput => "SLO goodput",
             Metric::Blocking => "blocking probability",
             Metric::Preemptions => "preemptions per request",
+            Metric::PrefixHitRate => "prefix-cache hit rate (tokens)",
+            Metric::PrefixBlockHitRate => "prefix-cache hit rate (blocks)",
         }
     }
 
@@ -138,10 +153,31 @@ impl Metric {
 
     /// Whether values near zero are the norm (errors then shown as absolute; docs/model.md, Metrics).
     pub fn is_fraction(self) -> bool {
-        matches!(self, Metric::Blocking | Metric::Preemptions)
+        matches!(
+            self,
+            Metric::Blocking
+                | Metric::Preemptions
+                | Metric::PrefixHitRate
+                | Metric::PrefixBlockHitRate
+        )
     }
 
-    /// The metric of one run; `None` when it has no samples.
+    /// The most the metric can be (a probability or a rate of hits: 1), if it has a bound.
+    pub fn upper_bound(self) -> Option<f64> {
+        matches!(
+            self,
+            Metric::Blocking | Metric::PrefixHitRate | Metric::PrefixBlockHitRate
+        )
+        .then_some(1.0)
+    }
+
+    /// Whether the metric is the prefix cache's (no value without it).
+    pub fn is_prefix(self) -> bool {
+        matches!(self, Metric::PrefixHitRate | Metric::PrefixBlockHitRate)
+    }
+
+    /// The metric of one run; `None` when it has no samples (always for the prefix
+    /// cache's, which come from the run's bookkeeping: [`Metric::of_prefix`]).
     pub fn of(self, s: &Summary) -> Option<f64> {
         match self {
             Metric::MeanTtft => s.ttft.mean,
@@ -157,6 +193,18 @@ impl Metric {
             Metric::Preemptions => {
                 (s.arrivals > 0).then(|| s.preemptions as f64 / s.arrivals.max(1) as f64)
             }
+            // A run's bookkeeping, not its records: see [`Metric::of_prefix`].
+            Metric::PrefixHitRate | Metric::PrefixBlockHitRate => None,
+        }
+    }
+
+    /// A prefix-cache metric of one run's [`PrefixSummary`] (`None` for the others, and
+    /// when nothing was looked up).
+    pub fn of_prefix(self, p: &PrefixSummary) -> Option<f64> {
+        match self {
+            Metric::PrefixHitRate => p.token_hit_rate,
+            Metric::PrefixBlockHitRate => p.block_hit_rate,
+            _ => None,
         }
     }
 }

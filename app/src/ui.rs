@@ -19,12 +19,11 @@ use crate::learn::{wants_learn, LessonState};
 use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, MeasuredSeries, MeasuredSet};
 use crate::metric::Metric;
-use crate::params::{self, AdmissionRule, Arrivals, Cost, Invalid, Lengths, Params, Preset};
+use crate::params::{self, Invalid, Params, Preset};
 use crate::pool::Pool;
 use crate::report_ui::report_cards;
 use crate::watch::{wants_watch, WatchState};
 use crate::watch_ui::{watch_view, WatchSignals};
-use engine::config::Policy;
 use gloo_timers::callback::Timeout;
 use leptos::prelude::*;
 use std::cell::RefCell;
@@ -35,11 +34,13 @@ mod answer;
 mod calc_chart;
 mod fleet_view;
 mod measured_io;
+mod panel;
 
 use answer::{answer, error_table};
 use calc_chart::draw;
 use fleet_view::FleetSignals;
 use measured_io::{chart_svg, report_signals, take_dropped, EXPORT_H, EXPORT_W};
+use panel::{select_field, text_field};
 
 /// Which chart is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -466,77 +467,6 @@ fn download_text(name: &str, text: &str, mime: &str) {
     download(name, &url);
 }
 
-/// A text field labelled as [`params::label`] names it. A value that is not a value of
-/// the field shows an error and leaves the parameters alone; any other value is set
-/// (always notifying, even when unchanged, so that correcting an error back to the value
-/// shown re-runs and clears it — see the sweep effect in [`App`]).
-fn text_field(c: Ctx, key: &'static str, title: &'static str) -> impl IntoView {
-    let label = params::label(key);
-    // A text that is not a value stays in the field, beside its message.
-    let shown = move || {
-        c.input_errs
-            .with(|v| v.iter().find(|e| e.key == key).map(|e| e.text.clone()))
-            .unwrap_or_else(|| c.params.with(|p| p.get(key)))
-    };
-    view! {
-        <label class="field" title=title>
-            <span>{label}</span>
-            <input type="text" name=key data-key=key prop:value=shown
-                class:invalid=move || c.field_error(key).is_some()
-                on:change=move |ev| {
-                    let v = event_target_value(&ev);
-                    match c.params.with_untracked(|p| p.edited(key, &v)) {
-                        Ok(p) => {
-                            c.clear_input_error(key);
-                            c.params.set(p);
-                        }
-                        Err(message) => c.input_errs.update(|errs| {
-                            errs.retain(|e| e.key != key);
-                            errs.push(InputError { key: key.into(), text: v, message });
-                        }),
-                    }
-                } />
-        </label>
-        {field_error(c, key)}
-    }
-}
-
-/// The error about field `key`, beside it.
-fn field_error(c: Ctx, key: &'static str) -> impl IntoView {
-    move || {
-        c.field_error(key)
-            .map(|e| view! { <p class="error field-error" data-error-for=key>{e}</p> })
-    }
-}
-
-fn select_field(
-    c: Ctx,
-    label: &'static str,
-    key: &'static str,
-    options: Vec<(&'static str, &'static str)>,
-) -> impl IntoView {
-    view! {
-        <label class="field">
-            <span>{label}</span>
-            <select name=key data-key=key on:change=move |ev| {
-                let v = event_target_value(&ev);
-                c.clear_input_error(key);
-                c.params.update(|p| {
-                    p.set(key, &v);
-                    if matches!(key, "cost" | "gpu" | "llm") {
-                        p.apply_roofline_kv();
-                    }
-                });
-            }>
-                {options.into_iter().map(|(v, l)| view! {
-                    <option value=v selected=move || c.params.with(|p| p.get(key) == v)>{l}</option>
-                }).collect_view()}
-            </select>
-        </label>
-        {field_error(c, key)}
-    }
-}
-
 /// The page.
 #[component]
 pub fn App() -> impl IntoView {
@@ -875,6 +805,10 @@ pub fn App() -> impl IntoView {
         })
     };
 
+    let show_prefix = Memo::new(move |_| {
+        c.params
+            .with(|p| !p.prefix_cache.is_off() || p.metric.is_prefix())
+    });
     let tab_button = move |t: Tab, label: &'static str| {
         view! { <button class="tab" class:active=move || c.tab.get() == t on:click=move |_| c.tab.set(t)>{label}</button> }
     };
@@ -957,67 +891,7 @@ pub fn App() -> impl IntoView {
            </div>
            {answer(c)}
            <main>
-               <aside class="panel">
-                   <h2>"Workload"</h2>
-                   <Show when=move || c.params.with(|p| p.trace.is_none())>
-                       {select_field(c, "arrivals", "arr", Arrivals::ALL.iter().map(|a| (a.key(), match a { Arrivals::Poisson => "Poisson", Arrivals::Gamma => "gamma (bursty)", Arrivals::Deterministic => "deterministic" })).collect())}
-                   </Show>
-                   {crate::trace_ui::trace_control(c.params, c.invalid)}
-                   <Show when=move || c.params.with(|p| p.arrivals == Arrivals::Gamma && p.trace.is_none())>
-                       {text_field(c, "k", "gamma shape; c_a² = 1/k (vLLM --burstiness)")}
-                   </Show>
-                   {text_field(c, "rates", "comma-separated arrival rates of the sweep")}
-                   {text_field(c, "rate", "rate of the CDF, over-time and timeline views")}
-                   {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
-                   <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
-                       {text_field(c, "pm", "")}
-                       {text_field(c, "ps", "")}
-                       {text_field(c, "om", "")}
-                       {text_field(c, "os", "")}
-                   </Show>
-                   <Show when=move || c.params.with(|p| p.lengths == Lengths::Fixed)>
-                       {text_field(c, "fp", "")}
-                       {text_field(c, "fo", "")}
-                   </Show>
-                   <h2>"Server"</h2>
-                   {select_field(c, "policy", "policy", Policy::ALL.iter().map(|p| (p.as_str(), p.as_str())).collect())}
-                   {text_field(c, "B", "max_num_seqs")}
-                   {text_field(c, "K", "")}
-                   {text_field(c, "block", "16 like vLLM, 1 = token-exact")}
-                   {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
-                   {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
-                   {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
-                   <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Threshold)>
-                       {text_field(c, "nsys", "admit an arrival only while fewer than n requests are in the system (waiting + running); the others are rejected")}
-                   </Show>
-                   <Show when=move || c.params.with(|p| p.admission == AdmissionRule::Dp)>
-                       <p class="hint" id="dp-threshold">{move || c.params.with(|p| match p.dp_threshold() {
-                           Ok(n) => format!("admits while fewer than n* = {n} requests are in the system: the smallest n whose predicted p99 TTFT exceeds the TTFT SLO (at the B and K of each run)"),
-                           Err(e) => e,
-                       })}</p>
-                   </Show>
-                   {text_field(c, "oh", "per request, before the scheduler sees it: HTTP, tokenization, the server's queue; TTFT and E2E include it (bench-native fit measures it)")}
-                   <h2>"Cost model"</h2>
-                   {select_field(c, "cost", "cost", Cost::ALL.iter().map(|x| (x.key(), match x { Cost::Reference => "reference study formula", Cost::A10g => "A10G · Qwen2.5-1.5B table", Cost::Linear => "linear", Cost::Roofline => "roofline: GPU × model" })).collect())}
-                   <Show when=move || c.params.with(|p| p.cost == Cost::Roofline)>
-                       {select_field(c, "GPU", "gpu", engine::cost::roofline::GPUS.iter().map(|g| (g.name, g.name)).collect())}
-                       {select_field(c, "model", "llm", engine::cost::roofline::MODELS.iter().map(|m| (m.name, m.name)).collect())}
-                       <p class="hint">"K follows the GPU's memory (90 % utilisation, one GPU) when you pick a GPU or model."</p>
-                   </Show>
-                   <Show when=move || c.params.with(|p| p.cost == Cost::Linear)>
-                       {text_field(c, "b0", "")}
-                       {text_field(c, "bp", "")}
-                       {text_field(c, "bd", "")}
-                   </Show>
-                   <h2>"Run"</h2>
-                   <Show when=move || c.params.with(|p| p.trace.is_none())>
-                       {text_field(c, "T", "")}
-                   </Show>
-                   {text_field(c, "seeds", "")}
-                   {select_field(c, "run rules", "refrules", vec![("1", "reference (cut at T, token after 1st decode)"), ("0", "vLLM (drain, prefill emits token 1)")])}
-                   {text_field(c, "slo_ttft", "")}
-                   {text_field(c, "slo_tpot", "")}
-               </aside>
+               {panel::panel(c)}
                <section class="results">
                    <div class="tabs">
                        {tab_button(Tab::Load, "Load curves")}
@@ -1025,7 +899,11 @@ pub fn App() -> impl IntoView {
                        {tab_button(Tab::Time, "Over time")}
                        {tab_button(Tab::Timeline, "Timeline")}
                        <Show when=move || c.tab.get() == Tab::Load>
-                           {select_field(c, "metric", "metric", Metric::ALL.iter().map(|m| (m.key(), m.label())).collect())}
+                           // The prefix cache's metrics are listed while it is on (or chosen).
+                           {move || {
+                               let prefix = show_prefix.get();
+                               select_field(c, "metric", "metric", Metric::ALL.iter().filter(|m| prefix || !m.is_prefix()).map(|m| (m.key(), m.label())).collect())
+                           }}
                        </Show>
                        <Show when=move || c.tab.get() == Tab::Time>
                            <label class="field">

@@ -214,7 +214,8 @@ fn ranges(c: &LoadChart<'_>) -> ((f64, f64), (f64, f64)) {
     for p in c.points {
         let a = p.get(m);
         if let Some(v) = a.mean {
-            ymax = ymax.max(v + a.ci95.unwrap_or(0.0));
+            let top = v + a.ci95.unwrap_or(0.0);
+            ymax = ymax.max(m.upper_bound().map_or(top, |b| top.min(b)));
         }
     }
     for s in c.measured {
@@ -268,7 +269,9 @@ fn draw_simulation<'a, DB: DrawingBackend + 'a>(
     if sim.is_empty() {
         return Ok(());
     }
-    let mut band: Vec<(f64, f64)> = sim.iter().map(|&(r, v, h)| (r, (v + h).min(y.1))).collect();
+    // A probability's interval stops at 1, as it does at 0.
+    let top = m.upper_bound().unwrap_or(f64::INFINITY).min(y.1);
+    let mut band: Vec<(f64, f64)> = sim.iter().map(|&(r, v, h)| (r, (v + h).min(top))).collect();
     band.extend(sim.iter().rev().map(|&(r, v, h)| (r, (v - h).max(0.0))));
     chart
         .draw_series(std::iter::once(Polygon::new(band, SIM.mix(0.18))))

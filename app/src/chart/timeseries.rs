@@ -15,6 +15,10 @@ pub struct StatePoint {
     pub running: f64,
     /// KV tokens in use [tokens].
     pub kv_used: f64,
+    /// Prefix cache: tokens of the blocks in the cache, held by a request or idle
+    /// [tokens] (0 with the cache off).
+    #[serde(default)]
+    pub kv_cached: f64,
 }
 
 /// Queue length and running batch (top) and KV use as a fraction of capacity (bottom)
@@ -36,11 +40,17 @@ pub fn draw_timeseries<DB: DrawingBackend>(
     let pts = &pts[..pts.partition_point(|p| p.t <= end)];
     let (head, rest) = area.split_vertically(HEADER_PX);
     let col_w = MODEL_COLORS[0];
-    header(
-        &head,
-        caption,
-        &[("waiting (queue)", col_w), ("running (batch)", SIM)],
-    )?;
+    let col_kv = MODEL_COLORS[1];
+    let col_cached = MODEL_COLORS[2];
+    let cached = pts.iter().any(|p| p.kv_cached > 0.0);
+    let mut legend = vec![("waiting (queue)", col_w), ("running (batch)", SIM)];
+    if cached {
+        legend.extend([
+            ("KV used", col_kv),
+            ("KV in the prefix cache (held or idle)", col_cached),
+        ]);
+    }
+    header(&head, caption, &legend)?;
     let (top, bottom) = rest.split_vertically(rest.dim_in_pixel().1 as i32 * 3 / 5);
     let tmax = nice_max(pts.iter().map(|p| p.t).fold(0.0, f64::max));
     let nmax = count_max(
@@ -88,14 +98,17 @@ pub fn draw_timeseries<DB: DrawingBackend>(
     kv.configure_mesh()
         .x_desc("time [s]")
         .x_label_formatter(&time_label)
-        .y_desc("KV used / capacity")
+        .y_desc(if cached {
+            "KV / capacity"
+        } else {
+            "KV used / capacity"
+        })
         .y_labels(6)
         .light_line_style(RGBColor(235, 235, 235))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
-    let col_kv = MODEL_COLORS[1];
     kv.draw_series(
         AreaSeries::new(
             pts.iter().map(|p| (p.t, p.kv_used / cap)),
@@ -105,6 +118,16 @@ pub fn draw_timeseries<DB: DrawingBackend>(
         .border_style(col_kv),
     )
     .map_err(err)?;
+    if cached {
+        // Dashed, so it reads apart from the used area without its colour.
+        kv.draw_series(DashedLineSeries::new(
+            pts.iter().map(|p| (p.t, p.kv_cached / cap)),
+            6,
+            4,
+            col_cached.stroke_width(2),
+        ))
+        .map_err(err)?;
+    }
     area.present().map_err(err)?;
     Ok(geo)
 }
@@ -122,6 +145,7 @@ mod tests {
                 waiting: (i % 7) as f64,
                 running: 3.0,
                 kv_used: 0.0,
+                kv_cached: 0.0,
             })
             .collect();
         let s = svg(|root| {
@@ -152,6 +176,7 @@ mod tests {
                 waiting: (i % 7) as f64,
                 running: 4.0,
                 kv_used: 100.0 * i as f64,
+                kv_cached: 0.0,
             })
             .collect();
         let s = svg(|root| {
@@ -169,5 +194,27 @@ mod tests {
             s.contains("simulation at λ = 4 req/s (seed 0)"),
             "says which run"
         );
+        assert!(!s.contains("prefix cache"), "no cache line without a cache");
+    }
+
+    #[test]
+    fn the_prefix_cache_occupancy_is_drawn_with_its_legend() {
+        let pts: Vec<StatePoint> = (0..50)
+            .map(|i| StatePoint {
+                t: i as f64,
+                waiting: 0.0,
+                running: 4.0,
+                kv_used: 1000.0,
+                kv_cached: 40.0 * i as f64,
+            })
+            .collect();
+        let s = svg(|root| {
+            draw_timeseries(root, &pts, 8192.0, "run", 1.0).unwrap();
+        });
+        assert!(
+            s.contains("KV in the prefix cache (held or idle)"),
+            "legend"
+        );
+        assert!(s.contains("stroke-dasharray") || s.matches("<polyline").count() >= 3);
     }
 }

@@ -2,6 +2,7 @@
 //! chosen control values, as the calculator's parameters at their chosen rate.
 
 use super::burstiness::burstiness_params;
+use super::caches::caches_params;
 use super::loss_delay::loss_delay_params;
 use super::variance::{rate_at, variance_params};
 use super::{batching_params, hol_params, kv_params, utilisation_params, Lesson, LessonState};
@@ -95,6 +96,11 @@ pub fn watch_links(state: &LessonState) -> Vec<WatchLink> {
         }
         // The Watch view shows one server: under random routing a replica is one server
         // with a Poisson stream at ρ.
+        Lesson::Caches => vec![link(
+            "watch this server and its prefix cache",
+            caches_params(v(0) as u64, v(1)),
+            caches_params(v(0) as u64, v(1)).rate,
+        )],
         Lesson::Routing => vec![link(
             "watch one replica under random routing",
             variance_params(1.0),

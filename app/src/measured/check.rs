@@ -48,7 +48,9 @@ impl Quantity {
             | Metric::P99Tpot
             | Metric::MeanE2e => Quantity::Time,
             Metric::Goodput | Metric::SloGoodput => Quantity::Throughput,
-            Metric::Blocking => Quantity::Fraction,
+            Metric::Blocking | Metric::PrefixHitRate | Metric::PrefixBlockHitRate => {
+                Quantity::Fraction
+            }
             Metric::Preemptions => Quantity::Count,
         }
     }

@@ -47,7 +47,7 @@ fn physical(s: &MeasuredSet) -> Result<(), TestCaseError> {
             let Some((v, std)) = p.get(m) else { continue };
             let max = match m {
                 Metric::Goodput | Metric::SloGoodput => MAX_RATE,
-                Metric::Blocking => 1.0,
+                Metric::Blocking | Metric::PrefixHitRate | Metric::PrefixBlockHitRate => 1.0,
                 Metric::Preemptions => MAX_COUNT,
                 _ => MAX_TIME_S,
             };

@@ -74,9 +74,46 @@ pub(super) fn answer(c: Ctx) -> impl IntoView {
                 {diagnosis.map(|d| view! { <div class="big error" id="diagnosis">{d}</div> })}
                 <div>{slo}</div>
                 <div>"Binding limit: "<b id="binding">{binding}</b>" — "{bounds}" · utilisation at λ = "{p.rate}": "{util}</div>
+                {prefix_line(c)}
             </div>
         }
     }
+}
+
+/// What the prefix cache did in the chosen rate's run (docs/model.md, Prefix caching):
+/// hit rates in tokens and blocks, prefill tokens saved, TTFT of hits against misses
+/// (nothing while an error is on show).
+fn prefix_line(c: Ctx) -> impl IntoView {
+    // Parameters that cannot run have no run to speak of.
+    if c.blocked() {
+        return None;
+    }
+    let detail = c.detail.get();
+    let (rate, p) = detail.and_then(|d| d.prefix.map(|p| (d.rate, p)))?;
+    let rate_of = |x: Option<f64>| x.map(format::percent).unwrap_or_else(|| "—".into());
+    let ttft = |d: &engine::metrics::Dist| match d.mean {
+        Some(m) => format!("{} ({} requests)", format::latency(m), d.n),
+        None => "— (none)".into(),
+    };
+    let per_request = if p.lookups > 0 {
+        p.saved_tokens as f64 / p.lookups as f64
+    } else {
+        0.0
+    };
+    Some(view! {
+        <div id="prefix-stats">
+            {format!("Prefix cache at λ = {} (one run): hit rate ", format::req_per_s(rate))}
+            <b id="prefix-hit-rate">{rate_of(p.token_hit_rate)}</b>
+            {format!(
+                " of prompt tokens, {} of blocks · prefill tokens saved: {} ({} per admission) · mean TTFT of hits {}, of misses {}",
+                rate_of(p.block_hit_rate),
+                p.saved_tokens,
+                format::sig3(per_request),
+                ttft(&p.ttft_hit),
+                ttft(&p.ttft_miss),
+            )}
+        </div>
+    })
 }
 
 pub(super) fn error_table(c: Ctx) -> impl IntoView {

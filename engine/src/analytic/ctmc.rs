@@ -79,6 +79,8 @@ impl ReferenceCtmc {
         }
         let params = RefParams::from_config(cfg)?;
         let raw = size_classes(&atoms(&cfg.workload.lengths, 24), m);
+        // Fewer lengths than classes (fixed lengths: one) give fewer classes.
+        let m = raw.len();
         let k_pages = libm::floor(params.k_tokens / PAGE_TOKENS) as u32;
         let b = params.b;
         let mut classes = Vec::new();
@@ -760,6 +762,16 @@ fn power_iteration(ns: usize, edges: &[(usize, usize, f64)], diag: &[f64]) -> Ve
 mod tests {
     use super::super::special::erlang_cdf;
     use super::*;
+
+    #[test]
+    fn fixed_lengths_make_one_size_class() {
+        let mut cfg = SimConfig::reference(1.0, 8, 8192);
+        cfg.workload.lengths = crate::workload::LengthDist::Fixed {
+            prompt: 128,
+            output: 64,
+        };
+        assert!(ReferenceCtmc::from_config(&cfg).is_ok());
+    }
 
     #[test]
     fn states_are_counted_as_enumerated() {
