@@ -117,17 +117,21 @@ impl BlockIds {
     /// first one no other request has are its alone: once it finishes, no one can find
     /// the blocks they name, and the prefix cache returns them as one run.
     pub fn mark_shared(&mut self) {
-        let mut seen: std::collections::HashMap<u32, u8> =
-            std::collections::HashMap::with_capacity(self.ids.len());
-        for &id in &self.ids {
-            let c = seen.entry(id).or_insert(0);
-            *c = c.saturating_add(1);
-        }
+        // The ids that occur more than once, sorted (a sort, not a hash map: trace ids
+        // are small consecutive numbers).
+        let mut sorted = self.ids.clone();
+        sorted.sort_unstable();
+        let mut multi: Vec<u32> = sorted
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        multi.dedup();
         self.shared = (0..self.len())
             .map(|i| {
                 self.of(i)
                     .iter()
-                    .take_while(|id| seen.get(id).is_some_and(|&c| c > 1))
+                    .take_while(|id| multi.binary_search(id).is_ok())
                     .count() as u32
             })
             .collect();
