@@ -22,7 +22,7 @@ pub mod shared;
 pub mod trace;
 
 pub use cost::{load_cost, roofline, Overheads};
-pub use disagg::{Disagg, DisaggArgs};
+pub use disagg::{Disagg, DisaggArgs, LinkArgs};
 pub use fleet::{Fleet, FleetArgs};
 pub use grid::{Grid, GridArgs, GridDefaults, Seeds};
 pub use model::{

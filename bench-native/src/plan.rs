@@ -75,25 +75,8 @@ pub struct PlanArgs {
     /// decode pool by the tandem model (table and json; not simulated).
     #[arg(long)]
     pub disagg: bool,
-    /// With --disagg: each prefill replica's link to the decode pool [Gb/s] (`inf` allowed).
-    #[arg(
-        long,
-        value_name = "GBPS",
-        default_value_t = 100.0,
-        requires = "disagg"
-    )]
-    pub link_gbps: f64,
-    /// With --disagg: latency added to every KV transfer [ms].
-    #[arg(long, value_name = "MS", default_value_t = 0.0, requires = "disagg")]
-    pub link_latency_ms: f64,
-    /// With --disagg: where the first token comes from, `decode` or `prefill`.
-    #[arg(
-        long,
-        value_name = "FROM",
-        default_value = "decode",
-        requires = "disagg"
-    )]
-    pub first_token: String,
+    #[command(flatten)]
+    pub link: crate::args::LinkArgs,
 }
 
 /// The checked `--disagg` settings (None without `--disagg`).
@@ -101,28 +84,11 @@ fn disagg_settings(a: &PlanArgs) -> Result<Option<plan::DisaggPlan>, ArgError> {
     if !a.disagg {
         return Ok(None);
     }
-    let g = a.link_gbps;
-    if g.is_nan() || g <= 0.0 {
-        return Err(ArgError::range(
-            "--link-gbps",
-            "a number > 0 (or inf)",
-            crate::args::num(g),
-        ));
-    }
-    let lat = a.link_latency_ms;
-    if !(lat.is_finite() && lat >= 0.0) {
-        return Err(ArgError::range(
-            "--link-latency-ms",
-            "a finite number >= 0",
-            crate::args::num(lat),
-        ));
-    }
-    let first = engine::disagg::FirstTokenFrom::parse(&a.first_token)
-        .ok_or_else(|| ArgError::range("--first-token", "prefill or decode", &a.first_token))?;
+    let link = a.link.check()?;
     Ok(Some(plan::DisaggPlan {
-        bandwidth_bytes_per_s: g * 1e9 / 8.0,
-        latency_s: lat * 1e-3,
-        first_token: first,
+        bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
+        latency_s: link.latency_s,
+        first_token: link.first_token,
     }))
 }
 

@@ -15,6 +15,25 @@ pub struct DisaggArgs {
     /// and KV), --router choosing within each pool. Drained runs only (--drain).
     #[arg(long, value_name = "P:D", conflicts_with_all = ["replicas", "fleet"])]
     pub disagg: Option<String>,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// The model whose KV geometry sizes the transfers (a roofline model preset:
+    /// Qwen2.5-1.5B, Qwen2.5-7B, Llama-3.1-8B, Llama-3.1-70B, Mistral-7B). Default: the
+    /// roofline cost's model; required with any other cost.
+    #[arg(long, value_name = "MODEL", requires = "disagg")]
+    pub kv_geometry: Option<String>,
+    /// The decode replicas' batch width B (default --batch).
+    #[arg(long, value_name = "N", requires = "disagg")]
+    pub decode_batch: Option<u32>,
+    /// The decode replicas' KV capacity [tokens] (default the server's).
+    #[arg(long, value_name = "TOKENS", requires = "disagg")]
+    pub decode_kv: Option<u64>,
+}
+
+/// The link and first-token flags of a disaggregated deployment, for `simulate --disagg`
+/// and `plan --disagg`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct LinkArgs {
     /// The link from each prefill replica to the decode pool [Gb/s] (`inf`: the bytes
     /// take no time).
     #[arg(
@@ -37,17 +56,46 @@ pub struct DisaggArgs {
         requires = "disagg"
     )]
     pub first_token: String,
-    /// The model whose KV geometry sizes the transfers (a roofline model preset:
-    /// Qwen2.5-1.5B, Qwen2.5-7B, Llama-3.1-8B, Llama-3.1-70B, Mistral-7B). Default: the
-    /// roofline cost's model; required with any other cost.
-    #[arg(long, value_name = "MODEL", requires = "disagg")]
-    pub kv_geometry: Option<String>,
-    /// The decode replicas' batch width B (default --batch).
-    #[arg(long, value_name = "N", requires = "disagg")]
-    pub decode_batch: Option<u32>,
-    /// The decode replicas' KV capacity [tokens] (default the server's).
-    #[arg(long, value_name = "TOKENS", requires = "disagg")]
-    pub decode_kv: Option<u64>,
+}
+
+/// Checked [`LinkArgs`]: bandwidth [bytes/s], latency [s] and the first token's source.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CheckedLink {
+    pub bandwidth_bytes_per_s: f64,
+    pub latency_s: f64,
+    pub first_token: FirstTokenFrom,
+}
+
+impl LinkArgs {
+    /// # Errors
+    /// [`ArgError`] naming the flag: a bandwidth ≤ 0 or NaN, a negative or non-finite
+    /// latency, an unknown first-token source.
+    pub fn check(&self) -> Result<CheckedLink, ArgError> {
+        let g = self.link_gbps;
+        if g.is_nan() || g <= 0.0 {
+            return Err(ArgError::range(
+                "--link-gbps",
+                "a number > 0 (or inf)",
+                super::num(g),
+            ));
+        }
+        let lat = self.link_latency_ms;
+        if !(lat.is_finite() && lat >= 0.0) {
+            return Err(ArgError::range(
+                "--link-latency-ms",
+                "a finite number >= 0",
+                super::num(lat),
+            ));
+        }
+        let first_token = FirstTokenFrom::parse(&self.first_token).ok_or_else(|| {
+            ArgError::range("--first-token", "prefill or decode", &self.first_token)
+        })?;
+        Ok(CheckedLink {
+            bandwidth_bytes_per_s: g * 1e9 / 8.0,
+            latency_s: lat * 1e-3,
+            first_token,
+        })
+    }
 }
 
 /// A checked `--disagg` setup.
@@ -79,25 +127,7 @@ impl DisaggArgs {
         if p == 0 || d == 0 {
             return Err(bad());
         }
-        let g = self.link_gbps;
-        if g.is_nan() || g <= 0.0 {
-            return Err(ArgError::range(
-                "--link-gbps",
-                "a number > 0 (or inf)",
-                super::num(g),
-            ));
-        }
-        let lat = self.link_latency_ms;
-        if !(lat.is_finite() && lat >= 0.0) {
-            return Err(ArgError::range(
-                "--link-latency-ms",
-                "a finite number >= 0",
-                super::num(lat),
-            ));
-        }
-        let first_token = FirstTokenFrom::parse(&self.first_token).ok_or_else(|| {
-            ArgError::range("--first-token", "prefill or decode", &self.first_token)
-        })?;
+        let link = self.link.check()?;
         let geometry = match &self.kv_geometry {
             Some(m) => KvGeometry::of_model(m).ok_or_else(|| {
                 ArgError::range(
@@ -119,11 +149,11 @@ impl DisaggArgs {
             prefill: p,
             decode: d,
             link: Link {
-                bandwidth_bytes_per_s: g * 1e9 / 8.0,
-                latency_s: lat * 1e-3,
+                bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
+                latency_s: link.latency_s,
                 geometry,
             },
-            first_token,
+            first_token: link.first_token,
         }))
     }
 }
