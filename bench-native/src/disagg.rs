@@ -69,10 +69,7 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     let took = t.elapsed().as_secs_f64();
     let model = predict_disagg(&cfg);
     if let Some(path) = &a.records {
-        let mut s = String::from(engine::sweep::RECORD_COLUMNS);
-        s.push('\n');
-        s.push_str(&engine::sweep::records_csv(&rep.records, ""));
-        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+        crate::simulate::write_records(path, &rep.records)?;
     }
     if a.json {
         let j = Json {

@@ -264,10 +264,7 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     let rep = run(&cfg, &a.model.work_limits(Scope::Run))?;
     let took = t.elapsed();
     if let Some(path) = &a.records {
-        let mut s = String::from(engine::sweep::RECORD_COLUMNS);
-        s.push('\n');
-        s.push_str(&engine::sweep::records_csv(&rep.records, ""));
-        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+        write_records(path, &rep.records)?;
     }
     if a.json {
         match &rep.stats.prefix {
@@ -304,6 +301,20 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
         eprintln!("{w}");
     }
     Ok(())
+}
+
+/// Writes `--records`: every request's record as a CSV.
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_records(
+    path: &std::path::Path,
+    records: &[engine::record::RequestRecord],
+) -> anyhow::Result<()> {
+    let mut s = String::from(engine::sweep::RECORD_COLUMNS);
+    s.push('\n');
+    s.push_str(&engine::sweep::records_csv(records, ""));
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The validated fleet of `--replicas`/`--fleet` (None without them).
@@ -380,10 +391,7 @@ fn execute_fleet(a: SimulateArgs) -> anyhow::Result<()> {
     let took = t.elapsed().as_secs_f64();
     bar.finish_and_clear();
     if let Some(path) = &a.records {
-        let mut s = String::from(engine::sweep::RECORD_COLUMNS);
-        s.push('\n');
-        s.push_str(&engine::sweep::records_csv(&rep.records, ""));
-        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+        write_records(path, &rep.records)?;
     }
     if a.json {
         let j = crate::fleet::FleetJson::new(&cfg, &rep);
