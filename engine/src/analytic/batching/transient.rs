@@ -7,8 +7,8 @@
 
 mod chebyshev;
 mod slow_modes;
+mod talbot;
 
-use chebyshev::transient_law;
 use slow_modes::slow_mode_law;
 
 /// Time spent in each state over `[0, T]`, `X_n = ∫₀ᵀ p_n(t) dt` [s], for the birth–death
@@ -38,102 +38,213 @@ pub(super) fn occupancy_integral(births: &[f64], deaths: &[f64], horizon: f64) -
         .iter()
         .position(|&b| b <= 0.0)
         .unwrap_or(len - 1);
-    let b = |n: usize| if n < top { births[n] } else { 0.0 };
     if top == 0 {
         x[0] = horizon;
         return x;
     }
-    // Stationary law (rescaled on the way if it grows large).
-    let mut pi = vec![0.0; top + 1];
-    pi[0] = 1.0;
-    for n in 0..top {
-        pi[n + 1] = pi[n] * b(n) / deaths[n + 1];
-        if pi[n + 1] > 1e200 {
-            pi[..=n + 1].iter_mut().for_each(|v| *v *= 1e-200);
-        }
-    }
-    let total: f64 = pi.iter().sum();
-    pi.iter_mut().for_each(|v| *v /= total);
-    let pi_max = pi.iter().fold(0.0f64, |a, &v| a.max(v));
-    // |p_n(T) − π_n| ≤ e^{−γ₁T}·√(π_n/π_0): slow modes matter only below this rate.
-    let amp_ln = 0.5 * libm::log(pi_max / pi[0].max(1e-300));
-    let theta = (37.0 + amp_ln) / horizon;
-    // Number of eigenvalues of −Q (as a symmetric tridiagonal) below θ; one is the 0 of π.
-    let slow = {
-        // Pivots of the LDLᵀ factorisation of −Q − θI (Sturm count).
-        let mut q = b(0) - theta;
-        if q == 0.0 {
-            q = -1e-300;
-        }
-        let mut count = usize::from(q < 0.0);
-        for (n, &d) in deaths.iter().enumerate().take(top + 1).skip(1) {
-            q = b(n) + d - theta - b(n - 1) * d / q;
-            if q == 0.0 {
-                q = -1e-300;
-            }
-            if q < 0.0 {
-                count += 1;
+    let chain = Chain::new(&births[..=top], &deaths[..=top]);
+    let mut start = vec![0.0; top + 1];
+    start[0] = 1.0;
+    let mut pre = vec![0.0; top + 1];
+    let (from, to, span) = match chain.law_at(&start, horizon) {
+        Some(p_t) => (start, p_t, horizon),
+        None => {
+            // Started deep in π's tail and still moving at T: the symmetrised expansion
+            // would amplify its rounding by √(π_n/π_0), so step the (positive) uniformised
+            // chain until its law has left the tail (or to T), and expand from there.
+            let (head, p, elapsed) =
+                uniformised_integral(&births[..=top], &deaths[..=top], horizon, |p| {
+                    chain.amplification(p) < TALBOT_AMP_LN_MAX
+                });
+            pre = head;
+            let span = horizon - elapsed;
+            match chain.law_at(&p, span).filter(|_| span > 0.0) {
+                Some(p_t) => (p, p_t, span),
+                None => {
+                    // Settled (or at T): the rest of the horizon is spent at p.
+                    pre.iter_mut()
+                        .zip(&p)
+                        .for_each(|(a, x)| *a += x * span.max(0.0));
+                    x[..=top].copy_from_slice(&pre);
+                    return x;
+                }
             }
         }
-        count
     };
-    // Tail mass above each state at T.
-    let mut tail = vec![0.0; top + 1];
-    let p_t = if slow <= 1 {
-        pi.clone()
-    } else if amp_ln < AMP_LN_MAX {
-        slow_mode_law(&pi, births, deaths, top, horizon, theta, slow)
-            .unwrap_or_else(|| transient_law(&pi, births, deaths, top, horizon))
-    } else {
-        // Started deep in π's tail and still moving at T: the symmetrised expansion would
-        // amplify its rounding by √(π_n/π_0), so step the (positive) uniformised chain.
-        let mut x = uniformised_integral(&births[..=top], &deaths[..=top], horizon);
-        x.resize(len, 0.0);
-        return x;
-    };
-    let mut acc = 0.0;
-    for n in (0..top).rev() {
-        acc += p_t[n + 1].max(0.0);
-        tail[n] = acc;
-    }
-    // z_n − z_mode, anchored at the stationary mode so that π_n·(z_n − z_mode) stays of
-    // the order of the time spent in n (no cancellation where π is tiny), then the
-    // constant from Σ X = T.
-    let mode = pi
-        .iter()
-        .enumerate()
-        .fold(0, |best, (n, &v)| if v > pi[best] { n } else { best });
-    let step = |n: usize| {
-        let f = b(n) * pi[n];
-        if f > 0.0 {
-            tail[n] / f
-        } else {
-            0.0
-        }
-    };
-    let mut c = vec![0.0; top + 1];
-    for n in mode..top {
-        c[n + 1] = c[n] - step(n);
-    }
-    for n in (0..mode).rev() {
-        c[n] = c[n + 1] + step(n);
-    }
-    let z = -pi.iter().zip(&c).map(|(p, c)| p * c).sum::<f64>();
+    let occ = chain.flux_integral(&from, &to, span);
     for n in 0..=top {
-        x[n] = (pi[n] * (horizon + z) + pi[n] * c[n]).max(0.0);
+        x[n] = pre[n] + occ[n];
     }
     x
 }
 
-/// Largest `ln √(π_max/π_0)` for which the Chebyshev expansion of [`transient_law`] is used
+/// A birth–death chain on `0..=top` (births at `top` ignored) and its stationary law.
+struct Chain<'a> {
+    births: &'a [f64],
+    deaths: &'a [f64],
+    top: usize,
+    pi: Vec<f64>,
+    pi_max: f64,
+}
+
+impl<'a> Chain<'a> {
+    fn new(births: &'a [f64], deaths: &'a [f64]) -> Chain<'a> {
+        let top = births.len() - 1;
+        let b = |n: usize| if n < top { births[n] } else { 0.0 };
+        // Stationary law (rescaled on the way if it grows large).
+        let mut pi = vec![0.0; top + 1];
+        pi[0] = 1.0;
+        for n in 0..top {
+            pi[n + 1] = pi[n] * b(n) / deaths[n + 1];
+            if pi[n + 1] > 1e200 {
+                pi[..=n + 1].iter_mut().for_each(|v| *v *= 1e-200);
+            }
+        }
+        let total: f64 = pi.iter().sum();
+        pi.iter_mut().for_each(|v| *v /= total);
+        let pi_max = pi.iter().fold(0.0f64, |a, &v| a.max(v));
+        Chain {
+            births,
+            deaths,
+            top,
+            pi,
+            pi_max,
+        }
+    }
+
+    fn b(&self, n: usize) -> f64 {
+        if n < self.top {
+            self.births[n]
+        } else {
+            0.0
+        }
+    }
+
+    /// `ln(‖p/√π‖·√π_max)`: how much the symmetrised coordinates amplify rounding in the
+    /// law started at `p` (`0.5·ln(π_max/π_0)` from the empty state). Infinite when `p`
+    /// has mass where π underflows.
+    fn amplification(&self, p: &[f64]) -> f64 {
+        let mut norm2 = 0.0;
+        for (x, pi) in p.iter().zip(&self.pi) {
+            if *x > 0.0 {
+                if *pi <= 0.0 {
+                    return f64::INFINITY;
+                }
+                norm2 += x * x / pi;
+            }
+        }
+        0.5 * libm::log(norm2 * self.pi_max)
+    }
+
+    /// The law after `span` from `start`, or None when the chain is still moving then and
+    /// the symmetrised expansion from `start` would amplify its rounding too much.
+    fn law_at(&self, start: &[f64], span: f64) -> Option<Vec<f64>> {
+        // |p_n(T) − π_n| ≤ e^{−γ₁T}·‖p/√π‖·√π_n: slow modes matter only below this rate.
+        let amp_ln = self.amplification(start);
+        let theta = (37.0 + amp_ln.max(0.0)) / span;
+        // Number of eigenvalues of −Q (as a symmetric tridiagonal) below θ; one is the 0 of π.
+        let slow = {
+            // Pivots of the LDLᵀ factorisation of −Q − θI (Sturm count).
+            let mut q = self.b(0) - theta;
+            if q == 0.0 {
+                q = -1e-300;
+            }
+            let mut count = usize::from(q < 0.0);
+            for (n, &d) in self.deaths.iter().enumerate().take(self.top + 1).skip(1) {
+                q = self.b(n) + d - theta - self.b(n - 1) * d / q;
+                if q == 0.0 {
+                    q = -1e-300;
+                }
+                if q < 0.0 {
+                    count += 1;
+                }
+            }
+            count
+        };
+        if slow <= 1 {
+            return Some(self.pi.clone());
+        }
+        if amp_ln >= AMP_LN_MAX {
+            return None;
+        }
+        let (pi, top, births, deaths) = (&self.pi, self.top, self.births, self.deaths);
+        Some(
+            slow_mode_law(pi, start, births, deaths, top, span, theta, slow).unwrap_or_else(|| {
+                if amp_ln < TALBOT_AMP_LN_MAX {
+                    talbot::transient_law(pi, start, births, deaths, top, span)
+                } else {
+                    chebyshev::transient_law(pi, start, births, deaths, top, span)
+                }
+            }),
+        )
+    }
+
+    /// `∫ p dt` over `span` for the chain going from law `from` to law `to`.
+    ///
+    /// # Formula
+    /// Integrating `p' = Qp` gives `QX = p(T) − p(0)`; summed over the states `0..=n` this
+    /// is the flux balance across the cut above n, `d_{n+1}·X_{n+1} − b_n·X_n =
+    /// S_n(0) − S_n(T)`, `S_n(t) = P(N(t) > n)`. With `b_n·π_n = d_{n+1}·π_{n+1} =: f_n` and
+    /// `X_n = π_n·(T + z_n)`, that is `z_{n+1} = z_n − (S_n(T) − S_n(0))/f_n`, and
+    /// `Σ X_n = T` fixes `z_0`.
+    fn flux_integral(&self, from: &[f64], to: &[f64], span: f64) -> Vec<f64> {
+        let (pi, top) = (&self.pi, self.top);
+        // Change of the tail mass above each state.
+        let mut tail = vec![0.0; top + 1];
+        let mut acc = 0.0;
+        for n in (0..top).rev() {
+            acc += to[n + 1].max(0.0) - from[n + 1];
+            tail[n] = acc;
+        }
+        // z_n − z_mode, anchored at the stationary mode so that π_n·(z_n − z_mode) stays of
+        // the order of the time spent in n (no cancellation where π is tiny), then the
+        // constant from Σ X = T.
+        let mode = pi
+            .iter()
+            .enumerate()
+            .fold(0, |best, (n, &v)| if v > pi[best] { n } else { best });
+        let step = |n: usize| {
+            let f = self.b(n) * pi[n];
+            if f > 0.0 {
+                tail[n] / f
+            } else {
+                0.0
+            }
+        };
+        let mut c = vec![0.0; top + 1];
+        for n in mode..top {
+            c[n + 1] = c[n] - step(n);
+        }
+        for n in (0..mode).rev() {
+            c[n] = c[n + 1] + step(n);
+        }
+        let z = -pi.iter().zip(&c).map(|(p, c)| p * c).sum::<f64>();
+        (0..=top)
+            .map(|n| (pi[n] * (span + z) + pi[n] * c[n]).max(0.0))
+            .collect()
+    }
+}
+
+/// Largest amplification ([`Chain::amplification`]) for which Talbot's quadrature
+/// ([`talbot::transient_law`]) is used: its error, about 1e-14 of the start's norm in
+/// symmetrised coordinates, stays below 1e-11 in the law.
+const TALBOT_AMP_LN_MAX: f64 = 6.9;
+
+/// Largest `ln √(π_max/π_0)` for which the Chebyshev expansion of [`chebyshev::transient_law`] is used
 /// (its rounding, ~1e-16 in the symmetrised coordinates, grows by `√(π_n/π_0)`).
 const AMP_LN_MAX: f64 = 13.8;
 
-/// `∫₀ᵀ p dt` by stepping the uniformised chain from state 0 (births at the last state
-/// ignored), stopping once the law no longer moves (the rest of the horizon is spent
-/// there). Positive throughout, so accurate where π spans many orders of magnitude; costs
-/// up to `T·Λ` passes.
-fn uniformised_integral(births: &[f64], deaths: &[f64], horizon: f64) -> Vec<f64> {
+/// `∫₀ᵗ p dt`, the law at t and t, stepping the uniformised chain from state 0 (births at
+/// the last state ignored) until `leave(p)` holds (checked every 8 steps) or T. Once the
+/// law no longer moves, the rest of the horizon is spent there (t = T). Positive
+/// throughout, so accurate where π spans many orders of magnitude; costs up to `T·Λ`
+/// passes.
+fn uniformised_integral(
+    births: &[f64],
+    deaths: &[f64],
+    horizon: f64,
+    leave: impl Fn(&[f64]) -> bool,
+) -> (Vec<f64>, Vec<f64>, f64) {
     let top = births.len() - 1;
     let big = births[..top]
         .iter()
@@ -160,6 +271,7 @@ fn uniformised_integral(births: &[f64], deaths: &[f64], horizon: f64) -> Vec<f64
     let mut next = vec![0.0; w];
     let mut avg = vec![0.0; w];
     let mut elapsed = 0.0;
+    let mut settled = false;
     for step in 0..steps {
         let h = if step + 1 == steps {
             horizon - dt * (steps - 1) as f64
@@ -184,17 +296,26 @@ fn uniformised_integral(births: &[f64], deaths: &[f64], horizon: f64) -> Vec<f64
         if step % 8 == 7 {
             let diff: f64 = p.iter().zip(&next).map(|(a, b)| (a - b).abs()).sum();
             if diff < 1e-13 {
+                settled = true;
+                break;
+            }
+            if leave(&p[1..=top + 1]) {
                 break;
             }
         }
     }
-    let rest = horizon - elapsed;
-    if rest > 0.0 {
+    if settled {
+        let rest = horizon - elapsed;
         for (a, x) in avg.iter_mut().zip(&p) {
             *a += x * rest;
         }
+        elapsed = horizon;
     }
-    avg[1..=top + 1].to_vec()
+    (
+        avg[1..=top + 1].to_vec(),
+        p[1..=top + 1].to_vec(),
+        elapsed.min(horizon),
+    )
 }
 
 #[cfg(test)]
@@ -277,6 +398,13 @@ mod tests {
                 (0..61).map(|n| if n < 60 { 0.3 } else { 0.0 }).collect(),
                 (0..61).map(|n| if n == 0 { 0.0 } else { 0.2 }).collect(),
                 1000.0,
+            ),
+            // A wide batch (B = 128, π_0/π_max ~ 1e-50) whose queue is still relaxing at T:
+            // uniformised out of π's tail, then expanded from there.
+            (
+                (0..480).map(|n| if n < 479 { 15.0 } else { 0.0 }).collect(),
+                (0..480).map(|n| n.min(128) as f64 / 7.7).collect(),
+                600.0,
             ),
             // Mildly overloaded, transient still moving at T.
             (

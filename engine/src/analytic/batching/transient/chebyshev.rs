@@ -1,8 +1,9 @@
-//! The law at the horizon, `e^{QT}·e_0`, by a Chebyshev expansion of the symmetrised
+//! The law at the horizon, `e^{QT}·p(0)`, by a Chebyshev expansion of the symmetrised
 //! generator: about `√(90·T·Λ)` tridiagonal products instead of uniformisation's `T·Λ`
 //! steps.
 
-/// `p(T) = e^{QT}·e_0` for the birth–death chain on `0..=top` with stationary law `pi`.
+/// `p(T) = e^{QT}·p(0)` for the birth–death chain on `0..=top` with stationary law `pi`,
+/// `p(0)` the law `start`.
 ///
 /// # Formula
 /// With `y = p/√π` the chain is `y' = S·y`, S symmetric tridiagonal (diagonal
@@ -13,6 +14,7 @@
 /// `I_0 + 2ΣI_k = e^a`, and fall below 1e-18 by `k ≈ √(90a)`.
 pub(super) fn transient_law(
     pi: &[f64],
+    start: &[f64],
     births: &[f64],
     deaths: &[f64],
     top: usize,
@@ -63,10 +65,15 @@ pub(super) fn transient_law(
         }
     }
     let mut t0 = vec![0.0; w];
-    t0[1] = 1.0;
+    for n in 0..m {
+        if start[n] > 0.0 {
+            t0[n + 1] = start[n] / libm::sqrt(pi[n]);
+        }
+    }
     let mut t1 = vec![0.0; w];
-    t1[1] = bd[1];
-    t1[2] = lo[2];
+    for i in 1..w - 1 {
+        t1[i] = bd[i] * t0[i] + lo[i] * t0[i - 1] + up[i] * t0[i + 1];
+    }
     let mut y: Vec<f64> = t0
         .iter()
         .zip(&t1)
@@ -85,10 +92,9 @@ pub(super) fn transient_law(
         std::mem::swap(&mut t0, &mut t1);
         std::mem::swap(&mut t1, &mut t2);
     }
-    let y = &y[1..=m];
-    let s0 = libm::sqrt(pi[0]);
-    y.iter()
+    y[1..=m]
+        .iter()
         .zip(pi)
-        .map(|(v, p)| v * libm::sqrt(*p) / s0)
+        .map(|(v, p)| v * libm::sqrt(*p))
         .collect()
 }

@@ -6,14 +6,17 @@
 /// bisection of about 50 Sturm counts).
 const SLOW_MODES_MAX: usize = 16;
 
-/// `p(T) = e^{QT}·e_0` from the chain's slow modes: with `y = p/√π` the chain is `y' = S·y`,
-/// S symmetric tridiagonal, so `p_n(T) = π_n + √(π_n/π_0)·Σ_k e^{−γ_k T}·u_k(n)·u_k(0)` over
+/// `p(T) = e^{QT}·p(0)` from the chain's slow modes, `p(0)` the law `start`: with
+/// `y = p/√π` the chain is `y' = S·y`, S symmetric tridiagonal, so
+/// `p_n(T) = π_n + √π_n·Σ_k e^{−γ_k T}·u_k(n)·(u_k·y(0))` over
 /// the eigenpairs `(γ_k, u_k)` of −S; the modes with `γ_k ≥ θ` are below double precision
 /// at T (see [`super::occupancy_integral`]) and the `slow − 1` others are found by bisection on
 /// Sturm counts and two steps of inverse iteration. `None` (use [`super::chebyshev::transient_law`]) when
 /// there are too many, or they are too close to each other or to 0 to separate.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn slow_mode_law(
     pi: &[f64],
+    start: &[f64],
     births: &[f64],
     deaths: &[f64],
     top: usize,
@@ -55,7 +58,12 @@ pub(super) fn slow_mode_law(
     };
     let neg_off: Vec<f64> = off.iter().map(|o| -o).collect();
     let tol = 1e-15 * l;
-    let mut y: Vec<f64> = pi.iter().map(|p| libm::sqrt(p * pi[0])).collect();
+    let y0: Vec<f64> = start
+        .iter()
+        .zip(pi)
+        .map(|(x, p)| if *x > 0.0 { x / libm::sqrt(*p) } else { 0.0 })
+        .collect();
+    let mut y: Vec<f64> = pi.iter().map(|p| libm::sqrt(*p)).collect();
     let mut modes: Vec<Vec<f64>> = vec![pi.iter().map(|p| libm::sqrt(*p)).collect()];
     let mut prev = 0.0;
     for j in 1..slow {
@@ -110,17 +118,11 @@ pub(super) fn slow_mode_law(
         if resid > 1e-9 * l {
             return None;
         }
-        let c = libm::exp(-gamma * horizon) * v[0];
+        let c = libm::exp(-gamma * horizon) * v.iter().zip(&y0).map(|(a, b)| a * b).sum::<f64>();
         y.iter_mut().zip(&v).for_each(|(yv, u)| *yv += c * u);
         modes.push(v);
     }
-    let s0 = libm::sqrt(pi[0]);
-    Some(
-        y.iter()
-            .zip(pi)
-            .map(|(v, p)| v * libm::sqrt(*p) / s0)
-            .collect(),
-    )
+    Some(y.iter().zip(pi).map(|(v, p)| v * libm::sqrt(*p)).collect())
 }
 
 /// Solves `A·x = rhs` in place for the tridiagonal A with sub-, main and super-diagonals
@@ -207,8 +209,10 @@ mod tests {
             });
             let slow = slow.unwrap();
             assert!(slow >= 2, "{slow}");
-            let got = slow_mode_law(&pi, &births, &deaths, top, t, theta, slow).unwrap();
-            let want = transient_law(&pi, &births, &deaths, top, t);
+            let mut start = vec![0.0; n];
+            start[0] = 1.0;
+            let got = slow_mode_law(&pi, &start, &births, &deaths, top, t, theta, slow).unwrap();
+            let want = transient_law(&pi, &start, &births, &deaths, top, t);
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() < 1e-10, "{g} vs {w}");
             }
