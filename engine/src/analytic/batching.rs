@@ -91,7 +91,7 @@ mod service;
 mod transient;
 mod ttft;
 
-use super::lengths::{atoms, fast_moments, Atom};
+use super::lengths::{fast_moments, shared_atoms, Atom};
 use super::{AnalyticError, Predicted, Prediction};
 use crate::config::{EndRule, FirstToken, KvMode, Policy, SimConfig};
 use crate::workload::{ArrivalProcess, LengthMoments};
@@ -111,7 +111,7 @@ const ITERS: usize = 4;
 #[derive(Clone, Debug, PartialEq)]
 pub struct BatchingModel {
     cfg: SimConfig,
-    atoms: Vec<Atom>,
+    atoms: std::sync::Arc<[Atom]>,
     moments: LengthMoments,
     /// The arrivals' squared coefficient of variation (1 for Poisson).
     arrival_scv: f64,
@@ -210,7 +210,7 @@ impl BatchingModel {
         }
         Ok(BatchingModel {
             cfg: cfg.clone(),
-            atoms: atoms(&cfg.workload.lengths, BINS),
+            atoms: shared_atoms(&cfg.workload.lengths, BINS),
             moments: fast_moments(&cfg.workload.lengths),
             arrival_scv: cfg.workload.arrivals.scv(),
             pooled: 1.0,
@@ -263,7 +263,7 @@ impl BatchingModel {
         let m = self.moments;
         let n_pbins = self.atoms.iter().map(|a| a.prompt_bin).max().unwrap_or(0) + 1;
         let mut pbin_range = vec![(f64::INFINITY, 0.0f64, 0.0f64); n_pbins];
-        for a in &self.atoms {
+        for a in self.atoms.iter() {
             let r = &mut pbin_range[a.prompt_bin];
             r.0 = r.0.min(a.prompt_lo);
             r.1 = r.1.max(a.prompt_hi);
@@ -280,7 +280,7 @@ impl BatchingModel {
         let costs = Costs { cfg, moments: m };
         let svc = Service::new(costs, cfg.workload.rate(), b_max, b_cap);
         let mut pbin_w = vec![0.0; n_pbins];
-        for a in &self.atoms {
+        for a in self.atoms.iter() {
             pbin_w[a.prompt_bin] += a.w;
         }
         let pf_bias = svc.prefill_bias(&pbin_w, &pbin_range);

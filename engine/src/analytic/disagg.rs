@@ -36,7 +36,7 @@
 //! the transfer and the decode pool's first step, spread over the output − 1 gaps.
 
 use super::erlang::erlang_c;
-use super::lengths::{atoms, Atom};
+use super::lengths::{shared_atoms, Atom};
 use super::{AnalyticError, Predicted, Prediction};
 use crate::config::Policy;
 use crate::cost::PreparedCost;
@@ -98,7 +98,7 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
     }
     let lambda = w.rate();
     // 1. The prefill pool.
-    let at = atoms(&w.lengths, 60);
+    let at = shared_atoms(&w.lengths, 60);
     let pf = prefill_pool(cfg, &at, lambda)?;
     let Some(pf) = pf else {
         return Ok(unstable(
@@ -115,7 +115,7 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
     let link = &cfg.link;
     let lam_l = lambda / cfg.prefill.replicas.len() as f64;
     let (mut es, mut es2) = (0.0, 0.0);
-    for a in &at {
+    for a in at.iter() {
         let s = link.serialisation_s(link.geometry.bytes_per_token() * a.prompt);
         es += a.w * s;
         es2 += a.w * s * s;

@@ -10,6 +10,7 @@ use super::special::{normal_cdf, normal_quantile};
 use crate::workload::{LengthDist, LengthMoments};
 use statrs::distribution::LogNormal;
 use statrs::statistics::Distribution;
+use std::sync::Arc;
 
 /// One atom of the joint length distribution.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -124,6 +125,34 @@ pub(crate) fn atoms(dist: &LengthDist, n: usize) -> Vec<Atom> {
     let mut out = Vec::new();
     push_atoms(dist, n, 1.0, &mut out, 0);
     out
+}
+
+/// How many distributions' atoms [`shared_atoms`] keeps.
+const KEPT: usize = 4;
+
+thread_local! {
+    /// The atoms of the distributions asked for last, most recent first: a plan or a sweep
+    /// predicts hundreds of configurations that share their lengths, and building the
+    /// atoms (sorting an empirical sample) would otherwise dominate each prediction.
+    static KEEP: std::cell::RefCell<Vec<(LengthDist, usize, Arc<[Atom]>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`atoms`], shared with earlier calls for the same distribution and bin count.
+pub(crate) fn shared_atoms(dist: &LengthDist, n: usize) -> Arc<[Atom]> {
+    KEEP.with(|keep| {
+        let mut keep = keep.borrow_mut();
+        if let Some(i) = keep.iter().position(|(d, m, _)| *m == n && d == dist) {
+            let hit = keep.remove(i);
+            let out = hit.2.clone();
+            keep.insert(0, hit);
+            return out;
+        }
+        let out: Arc<[Atom]> = atoms(dist, n).into();
+        keep.insert(0, (dist.clone(), n, out.clone()));
+        keep.truncate(KEPT);
+        out
+    })
 }
 
 fn push_atoms(dist: &LengthDist, n: usize, weight: f64, out: &mut Vec<Atom>, bin0: usize) -> usize {
