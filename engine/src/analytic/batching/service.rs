@@ -53,6 +53,26 @@ impl Costs<'_> {
     }
 }
 
+/// What [`Service::prefill_bias`] depends on.
+#[derive(Clone, Debug, PartialEq)]
+struct BiasKey {
+    cost: crate::cost::CostModel,
+    policy: Policy,
+    /// Mean prompt and output [tokens] (the context at each batch size).
+    means: (f64, f64),
+    b_hi: u32,
+    /// Each prompt bin's weight and mean prompt [tokens].
+    bins: Vec<(f64, f64)>,
+}
+
+/// How many [`Service::prefill_bias`] results are kept.
+const BIAS_KEPT: usize = 8;
+
+thread_local! {
+    static BIAS: std::cell::RefCell<Vec<(BiasKey, Vec<f64>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Cost-model values by running-set size b: decode for all b, and the stall a joiner adds
 /// to the batch it joins, its prefill iteration (continuous) or what that iteration costs
 /// beyond a decode of the others (chunked).
@@ -114,7 +134,34 @@ impl<'a> Service<'a> {
     /// `E[X²]/E[X]²` of the prefill iteration X over the prompt bins (weights `pbin_w`, mean
     /// prompt `ranges[i].2`) by batch size: an arrival that lands in a prefill iteration
     /// lands in a long one more often, and waits a residual of mean `E[X²]/(2E[X])`.
+    ///
+    /// It depends on the cost model, the policy, the lengths and the batch sizes, not on
+    /// the arrivals, so the last few are kept (per thread): a plan or a sweep asks for the
+    /// same one at every rate and replica count.
     pub fn prefill_bias(&self, pbin_w: &[f64], ranges: &[(f64, f64, f64)]) -> Vec<f64> {
+        let key = BiasKey {
+            cost: self.costs.cfg.cost.clone(),
+            policy: self.costs.cfg.server.policy,
+            means: (self.costs.moments.prompt.0, self.costs.moments.output.0),
+            b_hi: self.b_hi,
+            bins: pbin_w.iter().zip(ranges).map(|(w, r)| (*w, r.2)).collect(),
+        };
+        BIAS.with(|keep| {
+            let mut keep = keep.borrow_mut();
+            if let Some(i) = keep.iter().position(|(k, _)| *k == key) {
+                let hit = keep.remove(i);
+                let out = hit.1.clone();
+                keep.insert(0, hit);
+                return out;
+            }
+            let out = self.prefill_bias_of(pbin_w, ranges);
+            keep.insert(0, (key, out.clone()));
+            keep.truncate(BIAS_KEPT);
+            out
+        })
+    }
+
+    fn prefill_bias_of(&self, pbin_w: &[f64], ranges: &[(f64, f64, f64)]) -> Vec<f64> {
         (0..=self.b_hi)
             .map(|b| {
                 let (mut m1, mut m2, mut wt) = (0.0, 0.0, 0.0);
