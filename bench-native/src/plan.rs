@@ -608,10 +608,16 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
             }
         }
     }
+    // The screen decides every replica count of every family (the attainment grows with
+    // the count), evaluating only the counts its search visits.
+    let families = ans.screen.feasible.len() + ans.screen.infeasible.len();
     eprintln!(
-        "screened {} fleets in {:.1} ms; simulated {} finalists in {:.2} s",
+        "screened {families} families, {} candidate fleets of 1 to {} replicas, by evaluating {} fleets in {:.1} ms ({:.2} ms each); simulated {} finalists in {:.2} s",
+        families as u64 * a.max_replicas as u64,
+        a.max_replicas,
         ans.screen.evaluated,
         ans.screen_s * 1e3,
+        ans.screen_s * 1e3 / ans.screen.evaluated.max(1) as f64,
         ans.confirmed.len(),
         ans.confirm_s
     );
