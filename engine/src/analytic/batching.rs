@@ -76,9 +76,11 @@
 //! convolutions with prefix sums of the output-weighted sizes;
 //! the transient's `∫₀ᵀ p dt` is O(states) when the chain has relaxed by T (the law at
 //! T is then the stationary one), else the law at T from the few relaxation modes still
-//! alive at T (bisection on Sturm counts and inverse iteration; a Chebyshev expansion of
-//! `e^{QT}`, about `√(90·T·Λ)` tridiagonal products instead of uniformisation's `T·Λ`
-//! steps, when they are many or clustered); quantiles use safeguarded Halley steps on the
+//! alive at T (bisection on Sturm counts and inverse iteration; when they are many or
+//! clustered, Talbot's quadrature of `e^{QT}`, 12 complex tridiagonal solves, or a
+//! Chebyshev expansion, about `√(90·T·Λ)` tridiagonal products, where rounding needs it;
+//! a chain started deep in its stationary tail is first uniformised until its law leaves
+//! the tail); quantiles use safeguarded Halley steps on the
 //! log-odds of the mixture CDF (with its density and the density's slope), starting from
 //! the quantiles of a gamma with the mixture's two moments (3–5 evaluations each), and a
 //! gamma component is not evaluated where a bound on its tail, times its weight, is below

@@ -1,9 +1,10 @@
 //! The transient: the birth–death chain on the number in system, integrated from an empty
 //! server over the horizon. `∫₀ᵀ p dt` follows from the law at T by the flux identity
 //! ([`occupancy_integral`]); the law at T is the stationary one once the chain has relaxed,
-//! else it comes from the few relaxation modes still alive at T ([`slow_modes`]), from a
-//! Chebyshev expansion of `e^{QT}` ([`chebyshev`]) when those are many or clustered, or
-//! from stepping the uniformised chain when the chain starts deep in its stationary tail.
+//! else it comes from the few relaxation modes still alive at T ([`slow_modes`]), or when
+//! those are many or clustered from Talbot's quadrature of `e^{QT}` ([`talbot`]) or, where
+//! its rounding would show, a Chebyshev expansion ([`chebyshev`]). A chain that starts
+//! deep in its stationary tail is first stepped (uniformised) until its law leaves it.
 
 mod chebyshev;
 mod slow_modes;
@@ -23,10 +24,11 @@ use slow_modes::slow_mode_law;
 /// `z_{n+1} = z_n − S_n(T)/f_n`, a sum of positive terms, and `Σ X_n = T` fixes `z_0`.
 /// `p(T)` is π itself when every non-zero relaxation rate γ of the chain has `e^{−γT}`
 /// below double precision (one Sturm count of the symmetrised generator shifted by that
-/// threshold); otherwise it is `e^{QT}·e_0`, by a Chebyshev expansion of the symmetrised
-/// generator (Bessel coefficients; about `√(90·T·Λ)` products with the tridiagonal matrix,
-/// Λ the largest total rate, against uniformisation's `T·Λ`), unless the chain starts
-/// deep in π's tail (`π_0 < 1e-12·π_max`), where only uniformisation stays accurate.
+/// threshold); otherwise it is `e^{QT}·e_0` from the slow modes, Talbot's quadrature or a
+/// Chebyshev expansion of the symmetrised generator ([`Chain::law_at`]). A chain started
+/// deep in π's tail (`π_0 < 1e-12·π_max`) would amplify their rounding by `√(π_n/π_0)`:
+/// it is stepped (uniformised) until its law `p(t₁)` has left the tail, and the rest of
+/// the horizon follows from `p(t₁)` the same way ([`Chain::flux_integral`]).
 pub(super) fn occupancy_integral(births: &[f64], deaths: &[f64], horizon: f64) -> Vec<f64> {
     let len = births.len();
     let mut x = vec![0.0; len];
