@@ -130,12 +130,14 @@ pub(crate) fn atoms(dist: &LengthDist, n: usize) -> Vec<Atom> {
 /// How many distributions' atoms [`shared_atoms`] keeps.
 const KEPT: usize = 4;
 
+/// A distribution, its bin count and its atoms.
+type Kept = (LengthDist, usize, Arc<[Atom]>);
+
 thread_local! {
     /// The atoms of the distributions asked for last, most recent first: a plan or a sweep
     /// predicts hundreds of configurations that share their lengths, and building the
     /// atoms (sorting an empirical sample) would otherwise dominate each prediction.
-    static KEEP: std::cell::RefCell<Vec<(LengthDist, usize, Arc<[Atom]>)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+    static KEEP: std::cell::RefCell<Vec<Kept>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// [`atoms`], shared with earlier calls for the same distribution and bin count.
