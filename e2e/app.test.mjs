@@ -438,6 +438,42 @@ await check('Caches lesson: hit rate against K with Che\'s line, its check on sc
   assert(l.errors.length === 0, l.errors.join(' | '));
   await p.close();
 });
+await check('Disaggregation lesson: aggregated against the best P:D split with intervals, the tandem check on screen, the keyboard and a control move it, the URL follows', async () => {
+  const l = await open(`${base}?view=learn&lesson=10`);
+  const p = l.page;
+  await lessonDone(p, null);
+  assert(/^10\. Disaggregation/.test(await p.textContent('#lesson-title')), await p.textContent('#lesson-title'));
+  const checkRe = (split, load) => new RegExp(`^disaggregated ${split}, mean TTFT at load ${load}: simulation [\\d.]+ ms ± [\\d.]+ ms \\(95 % interval over 10 seeds\\); tandem model \\(prefill \\+ transfer \\+ decode wait, summed\\) [\\d.]+ ms: (inside the interval ✓|outside the interval: the tandem model takes)`);
+  const check = await p.textContent('#lesson-check');
+  assert(checkRe('3:1', '0\\.5').test(check), check);
+  const readings = await p.textContent('#lesson-readings');
+  assert(/mean TPOT: aggregated · disaggregated \(simulation\)[\d.]+ ms · [\d.]+ ms/.test(readings), readings);
+  const px0 = await chartPixels(p, 'lesson-chart');
+  assert(px0.nonWhite > 3000, `lesson 10 chart looks blank (${px0.nonWhite})`);
+  numbers.lesson_10_ms = Number(await p.evaluate(() => document.documentElement.dataset.lessonMs));
+  await p.screenshot({ path: path.join(shots, 'learn-disagg.png'), fullPage: true });
+  // The keyboard moves the load: one step right.
+  const prev = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.focus('input[data-lesson-key="load"]');
+  await p.keyboard.press('ArrowRight');
+  await lessonDone(p, prev);
+  await p.waitForTimeout(100);
+  assert(checkRe('3:1', '0\\.6').test(await p.textContent('#lesson-check')), await p.textContent('#lesson-check'));
+  assert(p.url().includes('lesson=10') && p.url().includes('load=0.6'), `URL: ${p.url()}`);
+  // Short prompts: another split, other numbers, another chart.
+  const prev2 = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.$eval('input[data-lesson-key="prompt"]', (el) => { el.value = '0'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await lessonDone(p, prev2);
+  await p.waitForTimeout(100);
+  assert(checkRe('2:2', '0\\.6').test(await p.textContent('#lesson-check')), await p.textContent('#lesson-check'));
+  assert(p.url().includes('prompt=256') && p.url().includes('load=0.6'), `URL: ${p.url()}`);
+  assert((await p.textContent('#lesson-readings')) !== readings, 'the readings did not change');
+  const px1 = await chartPixels(p, 'lesson-chart');
+  assert(px1.hash !== px0.hash, 'the lesson chart did not change');
+  await p.screenshot({ path: path.join(shots, 'learn-disagg-short.png'), fullPage: true });
+  assert(l.errors.length === 0, l.errors.join(' | '));
+  await p.close();
+});
 await check('prefix cache in the calculator: the controls change the URL, a hit rate is shown and charted, the cache is drawn over time; reserve KV is refused beside the field', async () => {
   const c = await open(`${base}?preset=vllm-a10g&seeds=2&T=60`);
   const p = c.page;
