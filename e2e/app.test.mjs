@@ -637,6 +637,52 @@ await check('Watch view: it steps iteration by iteration, and what it draws and 
   assert(watch.errors.length === 0, watch.errors.join(' | '));
   await p.close();
 });
+await check('Watch with the prefix cache: from lesson 9, hits and cached blocks as the engine records them, the calculator\'s watch button keeps the cache', async () => {
+  const l = await open(`${base}?view=learn&lesson=9`);
+  const p = l.page;
+  await lessonDone(p, null);
+  const prevW = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#lesson-watch button');
+  await watchDone(p, prevW);
+  assert(p.url().includes('view=watch') && p.url().includes('pc=apc') && p.url().includes('sp=1'), `URL: ${p.url()}`);
+  const run = await downloadRun(p);
+  assert(run.prefix_cache && run.records.some((r) => r.cached_tokens > 0), 'a cache-on run with hits');
+  // Step from the keyboard, then compare the hits counter with the records.
+  await p.focus('#watch');
+  for (let i = 0; i < 30; i++) await p.keyboard.press('ArrowRight');
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, run.iterations[29].end_s);
+  const hitsAt = (t) => {
+    const adm = run.records.filter((r) => r.admitted_s !== null && r.admitted_s <= t);
+    return { hits: adm.filter((r) => r.cached_tokens > 0).length, admitted: adm.length };
+  };
+  let t = Number(await p.$eval('#watch-canvas', (c) => c.dataset.t));
+  let want = hitsAt(t);
+  let hits = await p.textContent('#watch-hits');
+  assert(hits.startsWith(`${want.hits} of ${want.admitted} admitted · `) && want.hits > 0, `hits ${hits} vs records ${JSON.stringify(want)} at ${t}`);
+  // An iteration with evictable blocks and a hit prefilling: both are drawn.
+  const it = run.iterations.find((x) => x.cached_idle > 0 && x.slots.some((sl) => sl[1] > 0 && (run.records[sl[0]].cached_tokens || 0) > 0));
+  assert(it, 'no iteration with a hit prefilling beside evictable blocks');
+  await p.$eval('#watch-at', (el, v) => { el.value = v; el.dispatchEvent(new Event('change', { bubbles: true })); }, String(it.start_s));
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, it.start_s);
+  const cv = await p.$eval('#watch-canvas', (c) => ({ cached: Number(c.dataset.kvCachedDrawn), tags: Number(c.dataset.hitTags), label: c.getAttribute('aria-label') }));
+  assert(cv.cached === it.cached_idle && cv.tags > 0, `drawn ${JSON.stringify(cv)} vs ${it.cached_idle} evictable`);
+  assert(/prefix cache: \d+ blocks cached and evictable, hits \d+ of \d+ admitted/.test(cv.label), cv.label);
+  want = hitsAt(it.start_s);
+  hits = await p.textContent('#watch-hits');
+  assert(hits.startsWith(`${want.hits} of ${want.admitted} admitted · `), `hits ${hits} vs records ${JSON.stringify(want)}`);
+  await p.screenshot({ path: path.join(shots, 'watch-cache.png'), fullPage: true });
+  // To the calculator and back through its watch button: the cache comes along.
+  await p.click('#watch-edit');
+  await sweepDone(p, null);
+  assert(p.url().includes('pc=apc'), `calculator: ${p.url()}`);
+  const prevW2 = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#open-watch');
+  await watchDone(p, prevW2);
+  assert(p.url().includes('view=watch') && p.url().includes('pc=apc') && p.url().includes('sp=1'), `back to watch: ${p.url()}`);
+  assert(!/^off/.test(await p.textContent('#watch-hits')), 'the hits counter is off');
+  assert(l.errors.length === 0, l.errors.join(' | '));
+  await p.close();
+});
 // A minimal zip writer (deflated entries), for dropping a zipped result folder.
 function zipOf(files) {
   const locals = [], centrals = [];
