@@ -228,13 +228,14 @@ pub fn draw_scene<DB: DrawingBackend>(
                     .get(sl.0 as usize)
                     .map_or(0, |r| r.cached_tokens);
                 if hit > 0 && (sl.1 > 0 || recent(MarkKind::Hit, sl.0)) {
-                    // A prefix hit: a tag on the slot while the rest of the prompt prefills.
-                    let r = [(x + bw - 26, y + bh - 15), (x + bw - 1, y + bh - 1)];
+                    // A prefix hit: a tag in the slot's corner while the rest of the
+                    // prompt prefills.
+                    let r = [(x + bw - 24, y + 1), (x + bw - 1, y + 15)];
                     root.draw(&Rectangle::new(r, CACHE.filled()))?;
                     root.draw(&Text::new(
                         "hit",
-                        (x + bw - 24, y + bh - 15),
-                        font(11).color(&WHITE),
+                        (x + bw - 21, y + 1),
+                        font(12).color(&WHITE),
                     ))?;
                     drawn.hit_tags += 1;
                 }
