@@ -27,13 +27,13 @@ pub struct Series {
 }
 
 impl Series {
-    /// Each point's interval (low, high) where it has one.
-    fn whiskers(&self) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
+    /// Each point's interval (x, y, low, high) where it has one.
+    fn whiskers(&self) -> impl Iterator<Item = (f64, f64, f64, f64)> + '_ {
         self.points
             .iter()
             .zip(&self.ci)
             .filter(|(_, h)| h.is_finite() && **h > 0.0)
-            .map(|(&(x, y), h)| (x, (y - h).max(0.0), y + h))
+            .map(|(&(x, y), h)| (x, y, (y - h).max(0.0), y + h))
     }
 }
 
@@ -206,7 +206,7 @@ impl XyPanel {
                 s.points
                     .iter()
                     .map(|q| q.1)
-                    .chain(s.whiskers().map(|w| w.2))
+                    .chain(s.whiskers().map(|w| w.3))
             })
             .chain(self.hlines.iter().map(|h| h.1))
             .filter(|y| y.is_finite())
@@ -313,7 +313,7 @@ fn drawn_pixels<DB: DrawingBackend>(
                 .filter(|q| q.1 <= y.1)
                 .map(|q| chart.backend_coord(q)),
         );
-        for (wx, lo, hi) in s.whiskers().filter(|w| w.1 <= y.1) {
+        for (wx, _, lo, hi) in s.whiskers().filter(|w| w.1 <= y.1) {
             let wx = p.tx(wx);
             out.extend(legend::trace(
                 &[
@@ -462,7 +462,8 @@ fn draw_series<'a, DB: DrawingBackend + 'a>(
                     .map(|&(a, b)| Circle::new((a, b), 4, col.filled())),
             )
             .map_err(err)?;
-        for (x, lo, hi) in s.whiskers().filter(|w| w.1 <= ymax) {
+        // A point above the cap is off the chart, and so is its interval.
+        for (x, _, lo, hi) in s.whiskers().filter(|w| w.1 <= ymax) {
             let x = p.tx(x);
             chart
                 .draw_series(LineSeries::new(
