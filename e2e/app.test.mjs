@@ -438,6 +438,42 @@ await check('Caches lesson: hit rate against K with Che\'s line, its check on sc
   assert(l.errors.length === 0, l.errors.join(' | '));
   await p.close();
 });
+await check('Disaggregation lesson: aggregated against the best P:D split with intervals, the tandem check on screen, the keyboard and a control move it, the URL follows', async () => {
+  const l = await open(`${base}?view=learn&lesson=10`);
+  const p = l.page;
+  await lessonDone(p, null);
+  assert(/^10\. Disaggregation/.test(await p.textContent('#lesson-title')), await p.textContent('#lesson-title'));
+  const checkRe = (split, load) => new RegExp(`^disaggregated ${split}, mean TTFT at load ${load}: simulation [\\d.]+ ms ± [\\d.]+ ms \\(95 % interval over 10 seeds\\); tandem model \\(prefill \\+ transfer \\+ decode wait, summed\\) [\\d.]+ ms: (inside the interval ✓|outside the interval: the tandem model takes)`);
+  const check = await p.textContent('#lesson-check');
+  assert(checkRe('3:1', '0\\.5').test(check), check);
+  const readings = await p.textContent('#lesson-readings');
+  assert(/mean TPOT: aggregated · disaggregated \(simulation\)[\d.]+ ms · [\d.]+ ms/.test(readings), readings);
+  const px0 = await chartPixels(p, 'lesson-chart');
+  assert(px0.nonWhite > 3000, `lesson 10 chart looks blank (${px0.nonWhite})`);
+  numbers.lesson_10_ms = Number(await p.evaluate(() => document.documentElement.dataset.lessonMs));
+  await p.screenshot({ path: path.join(shots, 'learn-disagg.png'), fullPage: true });
+  // The keyboard moves the load: one step right.
+  const prev = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.focus('input[data-lesson-key="load"]');
+  await p.keyboard.press('ArrowRight');
+  await lessonDone(p, prev);
+  await p.waitForTimeout(100);
+  assert(checkRe('3:1', '0\\.6').test(await p.textContent('#lesson-check')), await p.textContent('#lesson-check'));
+  assert(p.url().includes('lesson=10') && p.url().includes('load=0.6'), `URL: ${p.url()}`);
+  // Short prompts: another split, other numbers, another chart.
+  const prev2 = await p.evaluate(() => document.documentElement.dataset.lessonDone);
+  await p.$eval('input[data-lesson-key="prompt"]', (el) => { el.value = '0'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+  await lessonDone(p, prev2);
+  await p.waitForTimeout(100);
+  assert(checkRe('2:2', '0\\.6').test(await p.textContent('#lesson-check')), await p.textContent('#lesson-check'));
+  assert(p.url().includes('prompt=256') && p.url().includes('load=0.6'), `URL: ${p.url()}`);
+  assert((await p.textContent('#lesson-readings')) !== readings, 'the readings did not change');
+  const px1 = await chartPixels(p, 'lesson-chart');
+  assert(px1.hash !== px0.hash, 'the lesson chart did not change');
+  await p.screenshot({ path: path.join(shots, 'learn-disagg-short.png'), fullPage: true });
+  assert(l.errors.length === 0, l.errors.join(' | '));
+  await p.close();
+});
 await check('prefix cache in the calculator: the controls change the URL, a hit rate is shown and charted, the cache is drawn over time; reserve KV is refused beside the field', async () => {
   const c = await open(`${base}?preset=vllm-a10g&seeds=2&T=60`);
   const p = c.page;
@@ -599,6 +635,57 @@ await check('Watch view: it steps iteration by iteration, and what it draws and 
   await watchDone(p, prevW2);
   assert(p.url().includes('view=watch') && p.url().includes('kv=paged') && p.url().includes('K=8192'), `from lesson 3: ${p.url()}`);
   assert(watch.errors.length === 0, watch.errors.join(' | '));
+  await p.close();
+});
+await check('Watch with the prefix cache: from lesson 9, hits and cached blocks as the engine records them, the calculator\'s watch button keeps the cache', async () => {
+  const l = await open(`${base}?view=learn&lesson=9`);
+  const p = l.page;
+  await lessonDone(p, null);
+  const prevW = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#lesson-watch button');
+  await watchDone(p, prevW);
+  assert(p.url().includes('view=watch') && p.url().includes('pc=apc') && p.url().includes('sp=1'), `URL: ${p.url()}`);
+  const run = await downloadRun(p);
+  assert(run.prefix_cache && run.records.some((r) => r.cached_tokens > 0), 'a cache-on run with hits');
+  // Halfway through the run, step from the keyboard, then compare the hits counter
+  // with the records.
+  const mid = run.iterations[Math.floor(run.iterations.length / 2)].start_s;
+  await p.$eval('#watch-at', (el, v) => { el.value = v; el.dispatchEvent(new Event('change', { bubbles: true })); }, String(mid));
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, mid);
+  await p.focus('#watch');
+  for (let i = 0; i < 3; i++) await p.keyboard.press('ArrowRight');
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) > v, mid);
+  await p.waitForTimeout(100);
+  const hitsAt = (t) => {
+    const adm = run.records.filter((r) => r.admitted_s !== null && r.admitted_s <= t);
+    return { hits: adm.filter((r) => r.cached_tokens > 0).length, admitted: adm.length };
+  };
+  let t = Number(await p.$eval('#watch-canvas', (c) => c.dataset.t));
+  let want = hitsAt(t);
+  let hits = await p.textContent('#watch-hits');
+  assert(hits.startsWith(`${want.hits} of ${want.admitted} admitted · `) && want.hits > 0, `hits ${hits} vs records ${JSON.stringify(want)} at ${t}`);
+  // An iteration with evictable blocks and a hit prefilling: both are drawn.
+  const it = run.iterations.find((x) => x.cached_idle > 0 && x.slots.some((sl) => sl[1] > 0 && (run.records[sl[0]].cached_tokens || 0) > 0));
+  assert(it, 'no iteration with a hit prefilling beside evictable blocks');
+  await p.$eval('#watch-at', (el, v) => { el.value = v; el.dispatchEvent(new Event('change', { bubbles: true })); }, String(it.start_s));
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, it.start_s);
+  const cv = await p.$eval('#watch-canvas', (c) => ({ cached: Number(c.dataset.kvCachedDrawn), tags: Number(c.dataset.hitTags), label: c.getAttribute('aria-label') }));
+  assert(cv.cached === it.cached_idle && cv.tags > 0, `drawn ${JSON.stringify(cv)} vs ${it.cached_idle} evictable`);
+  assert(/prefix cache: \d+ blocks cached and evictable, hits \d+ of \d+ admitted/.test(cv.label), cv.label);
+  want = hitsAt(it.start_s);
+  hits = await p.textContent('#watch-hits');
+  assert(hits.startsWith(`${want.hits} of ${want.admitted} admitted · `), `hits ${hits} vs records ${JSON.stringify(want)}`);
+  await p.screenshot({ path: path.join(shots, 'watch-cache.png'), fullPage: true });
+  // To the calculator and back through its watch button: the cache comes along.
+  await p.click('#watch-edit');
+  await sweepDone(p, null);
+  assert(p.url().includes('pc=apc'), `calculator: ${p.url()}`);
+  const prevW2 = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#open-watch');
+  await watchDone(p, prevW2);
+  assert(p.url().includes('view=watch') && p.url().includes('pc=apc') && p.url().includes('sp=1'), `back to watch: ${p.url()}`);
+  assert(!/^off/.test(await p.textContent('#watch-hits')), 'the hits counter is off');
+  assert(l.errors.length === 0, l.errors.join(' | '));
   await p.close();
 });
 // A minimal zip writer (deflated entries), for dropping a zipped result folder.
@@ -856,7 +943,7 @@ closeServer();
 fs.rmSync(userDir, { recursive: true, force: true });
 console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigation; default sweep ${numbers.sweep_ms} ms; ` +
   `800-run reference grid ${numbers.grid_800_runs_ms} ms (median ${numbers.grid_800_median_ms}); wasm ${numbers.wasm_gzip_bytes} bytes gzipped; ` +
-  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms}, 8: ${numbers.lesson_8_ms}, 9: ${numbers.lesson_9_ms} ms; ` +
+  `lessons (worker round trip) 2: ${numbers.lesson_ms} ms, 1: ${numbers.lesson_1_ms}, 3: ${numbers.lesson_3_ms}, 4: ${numbers.lesson_4_ms}, 5: ${numbers.lesson_5_ms}, 6: ${numbers.lesson_6_ms}, 7: ${numbers.lesson_7_ms}, 8: ${numbers.lesson_8_ms}, 9: ${numbers.lesson_9_ms}, 10: ${numbers.lesson_10_ms} ms; ` +
   `watch, main-thread work per frame while playing: ${numbers.watch_frames}`);
 console.log(`e2e fleet numbers: fleet view's default sweep (N = 4, 8 rates × 5 seeds) ${numbers.fleet_sweep_ms} ms; ` +
   `fleet sweep 10 rates × 4 routers × 5 seeds at N = 8, T = 1000 s: ${numbers.fleet_bench_ms} ms (median ${numbers.fleet_bench_median_ms}; target ≤ 1500 ms: ${numbers.fleet_bench_median_ms <= 1500 ? 'met' : 'NOT met'})`);

@@ -10,6 +10,7 @@
 mod burstiness;
 mod caches;
 mod ci;
+mod disagg;
 mod links;
 mod loss_delay;
 mod routing;
@@ -48,6 +49,8 @@ pub enum Lesson {
     Routing,
     /// Caches: a prefix cache's hit rate, Che's approximation, and TTFT.
     Caches,
+    /// Disaggregation: prefill and decode pools in tandem against an aggregated fleet.
+    Disagg,
 }
 
 /// One slider of a lesson: the value snaps to one of `steps`.
@@ -86,7 +89,7 @@ const SIGMAS: &[f64] = &[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5];
 const RHOS: &[f64] = &[0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95];
 
 impl Lesson {
-    pub const ALL: [Lesson; 9] = [
+    pub const ALL: [Lesson; 10] = [
         Lesson::Utilisation,
         Lesson::Batching,
         Lesson::KvMemory,
@@ -96,6 +99,7 @@ impl Lesson {
         Lesson::Burstiness,
         Lesson::Routing,
         Lesson::Caches,
+        Lesson::Disagg,
     ];
 
     /// 1-based number, as in the URL (`lesson=2`).
@@ -118,6 +122,7 @@ impl Lesson {
             Lesson::Burstiness => "Burstiness",
             Lesson::Routing => "Routing over replicas",
             Lesson::Caches => "Caches: prefix hits and TTFT",
+            Lesson::Disagg => "Disaggregation: a tandem queue",
         }
     }
 
@@ -133,6 +138,7 @@ impl Lesson {
             Lesson::Burstiness => burstiness::TEXT,
             Lesson::Routing => routing::TEXT,
             Lesson::Caches => caches::TEXT,
+            Lesson::Disagg => disagg::TEXT,
         }
     }
 
@@ -148,6 +154,7 @@ impl Lesson {
             Lesson::Burstiness => burstiness::TRY,
             Lesson::Routing => routing::TRY,
             Lesson::Caches => caches::TRY,
+            Lesson::Disagg => disagg::TRY,
         }
     }
 
@@ -217,6 +224,7 @@ impl Lesson {
             Lesson::Burstiness => burstiness::CONTROLS,
             Lesson::Routing => routing::CONTROLS,
             Lesson::Caches => caches::CONTROLS,
+            Lesson::Disagg => disagg::CONTROLS,
         }
     }
 }
@@ -348,6 +356,7 @@ fn series(name: &str, color: u8, points: Vec<(f64, f64)>, line: bool, dots: bool
         points,
         line,
         dots,
+        ci: Vec::new(),
     }
 }
 
@@ -386,6 +395,7 @@ pub fn run(state: &LessonState) -> Result<LessonOutput, String> {
         Lesson::Burstiness => burstiness::run(v(0), v(1)),
         Lesson::Routing => routing::run(v(0), v(1)),
         Lesson::Caches => caches::run(v(0), v(1)),
+        Lesson::Disagg => disagg::run(v(0), v(1)),
     }?;
     out.lesson = state.lesson;
     Ok(out)
@@ -904,7 +914,7 @@ mod tests {
         );
         assert_eq!(s.lesson, Lesson::Batching);
         assert_eq!(s.get("B"), Some(8.0), "snapped to the nearest step");
-        let (s, errs) = LessonState::from_query("view=learn&lesson=10");
+        let (s, errs) = LessonState::from_query("view=learn&lesson=11");
         assert_eq!(s.lesson, Lesson::Utilisation);
         assert_eq!(errs.len(), 1);
         let (s, errs) = LessonState::from_query("lesson=5&sigma=abc&rho=0.9");

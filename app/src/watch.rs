@@ -152,10 +152,10 @@ pub fn watch_query(params: &Params) -> String {
 }
 
 /// One running sequence in one iteration: request id, phase (−1 decode, 0 idle, n > 0 a
-/// prefill chunk of n tokens) and KV blocks held. A tuple, so the worker's reply stays
-/// small.
+/// prefill chunk of n tokens), KV blocks held and, of them, those held through the prefix
+/// cache (shared). A tuple, so the worker's reply stays small.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TSlot(pub u32, pub i32, pub u32);
+pub struct TSlot(pub u32, pub i32, pub u32, pub u32);
 
 impl TSlot {
     pub fn id(self) -> u32 {
@@ -171,6 +171,14 @@ impl TSlot {
     pub fn blocks(self) -> u32 {
         self.2
     }
+    /// Blocks held through the prefix cache (counted once for the whole server).
+    pub fn cached(self) -> u32 {
+        self.3
+    }
+    /// Blocks the sequence holds alone.
+    pub fn own(self) -> u32 {
+        self.2.saturating_sub(self.3)
+    }
 }
 
 /// One iteration of the watched run.
@@ -179,6 +187,12 @@ pub struct TIteration {
     pub start_s: f64,
     pub end_s: f64,
     pub slots: Vec<TSlot>,
+    /// Prefix cache: cached blocks the running requests hold (once each), and cached
+    /// blocks no one holds (evictable).
+    #[serde(default)]
+    pub cached_held: u64,
+    #[serde(default)]
+    pub cached_idle: u64,
 }
 
 /// What happened to a request.
@@ -194,10 +208,13 @@ pub enum MarkKind {
     Finished,
     /// Lost its KV and went back to the queue.
     Preempted,
+    /// Its first admission found prompt tokens in the prefix cache (their prefill is
+    /// skipped).
+    Hit,
 }
 
-/// One event of a request: when, what, which request, and (an arrival in reserve mode)
-/// the blocks it reserved.
+/// One event of a request: when, what, which request, and the blocks an arrival reserved
+/// (reserve mode) or the prompt tokens a hit found cached.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Mark {
     pub t_s: f64,
@@ -215,6 +232,9 @@ pub struct Tape {
     pub kv_blocks: u64,
     pub block_size: u64,
     pub paged: bool,
+    /// Whether the prefix cache is on.
+    #[serde(default)]
+    pub prefix_cache: bool,
     /// The policy and KV mode, as the page names them.
     pub policy: String,
     pub rate: f64,
@@ -272,6 +292,7 @@ impl Tape {
         let bs = u64::from(cfg.server.block_size.max(1));
         let mut iterations = Vec::new();
         let mut marks = Vec::new();
+        let mut hit_seen = std::collections::HashSet::new();
         // Events come in the event loop's order; the marks and iterations each need time
         // order, kept stable among equal times.
         for e in events {
@@ -294,9 +315,12 @@ impl Tape {
                                 Phase::Idle => 0,
                                 Phase::Prefill(n) => n.min(i32::MAX as u32) as i32,
                             };
-                            TSlot(s.id as u32, phase, s.kv_blocks.min(u32::MAX as u64) as u32)
+                            let n = |b: u64| b.min(u32::MAX as u64) as u32;
+                            TSlot(s.id as u32, phase, n(s.kv_blocks), n(s.cached_blocks))
                         })
                         .collect(),
+                    cached_held: it.cached_held_blocks,
+                    cached_idle: it.cached_idle_blocks,
                 }),
                 Event::Arrival {
                     t_s,
@@ -313,7 +337,18 @@ impl Tape {
                     id,
                     reserved_blocks,
                 )),
-                Event::Admitted { t_s, id } => marks.push(mark(t_s, MarkKind::Admitted, id, 0)),
+                Event::Admitted { t_s, id } => {
+                    marks.push(mark(t_s, MarkKind::Admitted, id, 0));
+                    // A hit shows at the first admission, as the record counts it.
+                    let hit = report
+                        .records
+                        .get(id as usize)
+                        .filter(|r| r.admitted_s == Some(t_s))
+                        .map_or(0, |r| r.cached_tokens);
+                    if hit > 0 && hit_seen.insert(id) {
+                        marks.push(mark(t_s, MarkKind::Hit, id, u64::from(hit)));
+                    }
+                }
                 Event::FirstToken { t_s, id } => marks.push(mark(t_s, MarkKind::FirstToken, id, 0)),
                 Event::Finished { t_s, id } => marks.push(mark(t_s, MarkKind::Finished, id, 0)),
                 Event::Preempted { t_s, id } => marks.push(mark(t_s, MarkKind::Preempted, id, 0)),
@@ -326,6 +361,7 @@ impl Tape {
             kv_blocks: cfg.server.kv_tokens / bs,
             block_size: bs,
             paged: cfg.server.kv_mode == KvMode::Paged,
+            prefix_cache: cfg.server.prefix_cache != engine::config::PrefixCache::Off,
             policy: format!(
                 "{} · {} KV",
                 cfg.server.policy.as_str(),

@@ -9,7 +9,7 @@
 //! percentile and maximum are in the canvas's `data-frame-ms-*` attributes.
 
 use crate::params::fmt_num;
-use crate::watch::replay::{describe, snapshot, FLASH_S};
+use crate::watch::replay::{describe, hits_text, snapshot, FLASH_S};
 use crate::watch::scene::{draw_scene, draw_ttft, HEIGHT, WIDTH};
 use crate::watch::{nearest_speed, Tape, WatchState, MAX_REQUESTS, SPEEDS};
 use leptos::prelude::*;
@@ -43,6 +43,8 @@ struct Counters {
     completed: String,
     rejected: u32,
     preempted: u32,
+    /// Prefix-cache hits ("off" without the cache).
+    hits: String,
     text: String,
 }
 
@@ -296,6 +298,8 @@ pub fn watch_view(
         let _ = cv.set_attribute("data-queue-drawn", &drawn.queue.to_string());
         let _ = cv.set_attribute("data-batch-drawn", &drawn.busy_slots.to_string());
         let _ = cv.set_attribute("data-kv-drawn", &drawn.kv_blocks.to_string());
+        let _ = cv.set_attribute("data-kv-cached-drawn", &drawn.kv_cached_idle.to_string());
+        let _ = cv.set_attribute("data-hit-tags", &drawn.hit_tags.to_string());
         let _ = cv.set_attribute("aria-label", &text);
         let n = tape.records.len();
         counters.set(Counters {
@@ -311,6 +315,11 @@ pub fn watch_view(
             completed: format!("{} of {n}", s.completed),
             rejected: s.rejected,
             preempted: s.preempted,
+            hits: if tape.prefix_cache {
+                hits_text(&s)
+            } else {
+                "off".into()
+            },
             // The live region speaks only when playback stops, not 60 times a second.
             text: if playing { String::new() } else { text },
         });
@@ -464,6 +473,7 @@ pub fn watch_view(
                         <dt>"completed"</dt><dd id="watch-completed">{move || c().completed}</dd>
                         <dt>"refused"</dt><dd id="watch-rejected">{move || c().rejected}</dd>
                         <dt>"preempted"</dt><dd id="watch-preempted">{move || c().preempted}</dd>
+                        <dt>"prefix hits"</dt><dd id="watch-hits">{move || c().hits}</dd>
                     </dl>
                     <canvas id="watch-ttft" node_ref=hist role="img" width="300" height="170"
                         aria-label="histogram of the time to first token of the requests finished so far"></canvas>

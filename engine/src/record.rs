@@ -59,6 +59,14 @@ pub struct RequestRecord {
     /// `None` if it was never admitted (or not known, for measured runs).
     #[serde(default)]
     pub admitted_s: Option<f64>,
+    /// Prompt tokens its first admission found in the prefix cache, whose prefill it
+    /// skipped [tokens]; 0 with the cache off, on a miss, and for measured runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u32,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 impl RequestRecord {

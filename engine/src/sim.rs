@@ -563,8 +563,15 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 preemptions: 0,
                 outcome: Outcome::Rejected,
                 admitted_s: None,
+                cached_tokens: 0,
             });
         }
+    }
+
+    /// Prefix cache: (cached blocks running requests hold, idle cached blocks).
+    #[inline]
+    fn cache_blocks(&self) -> (u64, u64) {
+        (self.kv.held_cached_blocks(), self.kv.idle_cached_blocks())
     }
 
     /// Whether an arrival needing `need` blocks (its whole reservation) would be admitted
@@ -764,6 +771,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             &self.running,
             (decoders, self.prefilled),
             self.emit_at_prefill,
+            self.cache_blocks(),
         );
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
@@ -890,6 +898,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             k,
             &self.running,
             self.paged.then(|| self.kv.block_size()),
+            self.cache_blocks(),
         );
         while let Some(r) = requests.pop_before(t_end) {
             self.arrive(r);
@@ -1134,5 +1143,6 @@ fn record_of(s: &Seq, finish: Option<f64>, outcome: Outcome) -> RequestRecord {
         preemptions: s.preemptions,
         outcome,
         admitted_s: (!s.admitted.is_nan()).then_some(s.admitted),
+        cached_tokens: s.hit_tokens,
     }
 }

@@ -20,6 +20,21 @@ pub struct Series {
     pub line: bool,
     /// Mark each point with a dot.
     pub dots: bool,
+    /// Half-widths of each point's 95 % interval, drawn as a whisker through its dot
+    /// (same order as `points`; empty: no intervals).
+    #[serde(default)]
+    pub ci: Vec<f64>,
+}
+
+impl Series {
+    /// Each point's interval (x, y, low, high) where it has one.
+    fn whiskers(&self) -> impl Iterator<Item = (f64, f64, f64, f64)> + '_ {
+        self.points
+            .iter()
+            .zip(&self.ci)
+            .filter(|(_, h)| h.is_finite() && **h > 0.0)
+            .map(|(&(x, y), h)| (x, y, (y - h).max(0.0), y + h))
+    }
 }
 
 /// A plain x–y chart: the lessons' charts (several stack into one canvas).
@@ -98,7 +113,15 @@ pub fn panels_hover_text(panels: &[XyPanel], x: f64) -> String {
             }) else {
                 continue;
             };
-            parts.push(format!("{} at {}: {}", s.name, short(px), short(py)));
+            let ci = s
+                .points
+                .iter()
+                .position(|q| q.0 == px)
+                .and_then(|i| s.ci.get(i))
+                .filter(|h| **h > 0.0)
+                .map(|h| format!(" ± {}", short(*h)))
+                .unwrap_or_default();
+            parts.push(format!("{} at {}: {}{ci}", s.name, short(px), short(py)));
         }
     }
     parts.join(" · ")
@@ -179,7 +202,12 @@ impl XyPanel {
         let ymax = self
             .series
             .iter()
-            .flat_map(|s| s.points.iter().map(|q| q.1))
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .map(|q| q.1)
+                    .chain(s.whiskers().map(|w| w.3))
+            })
             .chain(self.hlines.iter().map(|h| h.1))
             .filter(|y| y.is_finite())
             .fold(0.0, f64::max);
@@ -285,6 +313,16 @@ fn drawn_pixels<DB: DrawingBackend>(
                 .filter(|q| q.1 <= y.1)
                 .map(|q| chart.backend_coord(q)),
         );
+        for (wx, _, lo, hi) in s.whiskers().filter(|w| w.1 <= y.1) {
+            let wx = p.tx(wx);
+            out.extend(legend::trace(
+                &[
+                    chart.backend_coord(&(wx, lo)),
+                    chart.backend_coord(&(wx, hi.min(y.1))),
+                ],
+                4.0,
+            ));
+        }
     }
     for (label, v) in &p.vlines {
         let v = p.tx(*v);
@@ -424,6 +462,16 @@ fn draw_series<'a, DB: DrawingBackend + 'a>(
                     .map(|&(a, b)| Circle::new((a, b), 4, col.filled())),
             )
             .map_err(err)?;
+        // A point above the cap is off the chart, and so is its interval.
+        for (x, _, lo, hi) in s.whiskers().filter(|w| w.1 <= ymax) {
+            let x = p.tx(x);
+            chart
+                .draw_series(LineSeries::new(
+                    [(x, lo), (x, hi.min(ymax))],
+                    col.stroke_width(2),
+                ))
+                .map_err(err)?;
+        }
     }
     Ok(())
 }
@@ -506,6 +554,7 @@ mod tests {
                     points: vec![(1.0, 10.0), (8.0, 60.0), (64.0, 90.0)],
                     line: true,
                     dots: true,
+                    ci: vec![],
                 },
                 Series {
                     name: "model".into(),
@@ -513,6 +562,7 @@ mod tests {
                     points: vec![(1.0, 12.0), (64.0, 1e9)],
                     line: true,
                     dots: false,
+                    ci: vec![],
                 },
             ],
             vlines: vec![("B = 8".into(), 8.0)],
@@ -553,6 +603,43 @@ mod tests {
     }
 
     #[test]
+    fn intervals_are_drawn_as_whiskers_and_raise_the_axis() {
+        let mut p = XyPanel {
+            series: vec![Series {
+                name: "sim".into(),
+                color: 0,
+                points: vec![(1.0, 1.0), (2.0, 2.0)],
+                line: false,
+                dots: true,
+                ci: vec![],
+            }],
+            // The same axes with and without intervals.
+            hlines: vec![("top".into(), 4.0)],
+            ..XyPanel::default()
+        };
+        let plain = svg(|root| {
+            draw_panels(root, std::slice::from_ref(&p)).unwrap();
+        });
+        p.series[0].ci = vec![0.5, 1.5];
+        let with = svg(|root| {
+            draw_panels(root, std::slice::from_ref(&p)).unwrap();
+        });
+        assert_eq!(
+            with.matches("<polyline").count(),
+            plain.matches("<polyline").count() + 2,
+            "one whisker per interval"
+        );
+        assert!(
+            p.y_range().1 >= 3.5,
+            "the axis holds the top of the interval"
+        );
+        assert_eq!(
+            panels_hover_text(std::slice::from_ref(&p), 2.0),
+            "sim at 2: 2 ± 1.50"
+        );
+    }
+
+    #[test]
     fn a_second_simulated_series_is_listed_under_simulation() {
         let sim = |name: &str, color| Series {
             name: name.into(),
@@ -560,6 +647,7 @@ mod tests {
             points: vec![(1.0, 1.0)],
             line: false,
             dots: true,
+            ci: vec![],
         };
         let p = XyPanel {
             series: vec![

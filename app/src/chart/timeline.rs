@@ -316,6 +316,7 @@ mod tests {
             preemptions: 0,
             outcome: engine::record::Outcome::Completed,
             admitted_s: Some(1.25),
+            cached_tokens: 0,
         };
         assert_eq!(Span::of(&rec), s);
     }

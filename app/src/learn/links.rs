@@ -3,6 +3,7 @@
 
 use super::burstiness::burstiness_params;
 use super::caches::caches_params;
+use super::disagg::disagg_params;
 use super::loss_delay::loss_delay_params;
 use super::variance::{rate_at, variance_params};
 use super::{batching_params, hol_params, kv_params, utilisation_params, Lesson, LessonState};
@@ -101,6 +102,16 @@ pub fn watch_links(state: &LessonState) -> Vec<WatchLink> {
             caches_params(v(0) as u64, v(1)),
             caches_params(v(0) as u64, v(1)).rate,
         )],
+        // One replica of the aggregated fleet, at a quarter of the stream.
+        Lesson::Disagg => {
+            let p = disagg_params(v(1) as u32);
+            let r = super::disagg::fleet_rate(&p, v(0));
+            vec![link(
+                "watch one replica of the aggregated fleet, at a quarter of the rate",
+                p,
+                r / 4.0,
+            )]
+        }
         Lesson::Routing => vec![link(
             "watch one replica under random routing",
             variance_params(1.0),

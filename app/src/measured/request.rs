@@ -138,6 +138,7 @@ fn record(
         preemptions: 0,
         outcome,
         admitted_s: None,
+        cached_tokens: 0,
     };
     Some((rate, rec))
 }

@@ -26,8 +26,18 @@ pub struct Snapshot {
     /// KV blocks in use: the running set's (paged: as held in the iteration under way),
     /// plus, in reserve mode, the reservations of the waiting.
     pub kv_used_blocks: u64,
-    /// Who holds KV, in order: (request, blocks, whether it is running).
+    /// Who holds KV, in order: (request, blocks it holds alone, whether it is running).
     pub kv_owners: Vec<(u32, u32, bool)>,
+    /// Prefix cache: cached blocks the running requests hold (shared, each counted once;
+    /// part of `kv_used_blocks`), and cached blocks no one holds (free, evictable).
+    pub kv_cached_held: u64,
+    pub kv_cached_idle: u64,
+    /// Requests admitted so far (first admissions), their prompt tokens, those whose
+    /// first admission hit the prefix cache, and the prompt tokens it found [tokens].
+    pub admissions: u32,
+    pub admitted_prompt_tokens: u64,
+    pub hits: u32,
+    pub hit_tokens: u64,
     pub arrived: u32,
     pub rejected: u32,
     pub completed: u32,
@@ -48,6 +58,7 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
         ..Snapshot::default()
     };
     let mut reserved: HashMap<u32, u32> = HashMap::new();
+    let mut admitted = std::collections::HashSet::new();
     let mut running = 0i64;
     let upto = tape.marks.partition_point(|m| m.t_s <= t);
     for m in &tape.marks[..upto] {
@@ -68,6 +79,17 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
                     s.queue.remove(i);
                 }
                 running += 1;
+                if admitted.insert(m.id) {
+                    s.admissions += 1;
+                    s.admitted_prompt_tokens += tape
+                        .records
+                        .get(m.id as usize)
+                        .map_or(0, |r| u64::from(r.prompt_tokens));
+                }
+            }
+            MarkKind::Hit => {
+                s.hits += 1;
+                s.hit_tokens += u64::from(m.blocks);
             }
             MarkKind::Preempted => {
                 s.preempted += 1;
@@ -94,6 +116,8 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
         if t < it.1.end_s {
             s.iteration = Some(it.0);
             s.slots = it.1.slots.clone();
+            s.kv_cached_held = it.1.cached_held;
+            s.kv_cached_idle = it.1.cached_idle;
             let end = it.1.end_s;
             let from = upto;
             s.first_token_soon = tape.marks[from..]
@@ -107,7 +131,7 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
     // KV: the running set's blocks, then the waiting requests' reservations.
     if tape.paged {
         for sl in &s.slots {
-            s.kv_owners.push((sl.id(), sl.blocks(), true));
+            s.kv_owners.push((sl.id(), sl.own(), true));
         }
     } else {
         for sl in &s.slots {
@@ -123,8 +147,20 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
             s.kv_owners.push((id, b, false));
         }
     }
-    s.kv_used_blocks = s.kv_owners.iter().map(|o| o.1 as u64).sum();
+    s.kv_used_blocks = s.kv_owners.iter().map(|o| o.1 as u64).sum::<u64>() + s.kv_cached_held;
     s
+}
+
+/// The prefix cache's hit counter: "h of a admitted hit · x % of their prompt tokens"
+/// (first admissions; the rate is [`engine::metrics::hit_rate`]).
+pub fn hits_text(s: &Snapshot) -> String {
+    format!(
+        "{} of {} admitted · {} of prompt tokens",
+        s.hits,
+        s.admissions,
+        engine::metrics::hit_rate(s.hit_tokens, s.admitted_prompt_tokens)
+            .map_or("—".into(), |r| format!("{:.1} %", 100.0 * r))
+    )
 }
 
 /// Counts of the slots of a snapshot: (prefilling, decoding, idle).
@@ -153,6 +189,13 @@ pub fn describe(tape: &Tape, s: &Snapshot) -> String {
         s.rejected,
         s.preempted
     );
+    if tape.prefix_cache {
+        text.push_str(&format!(
+            "; prefix cache: {} blocks cached and evictable, hits {}",
+            s.kv_cached_idle,
+            hits_text(s)
+        ));
+    }
     if let Some(m) = s.recent.last() {
         text.push_str(&format!("; last event: {}", mark_text(m)));
     }
@@ -168,6 +211,12 @@ pub fn mark_text(m: &Mark) -> String {
         MarkKind::FirstToken => "first token",
         MarkKind::Finished => "finished",
         MarkKind::Preempted => "preempted",
+        MarkKind::Hit => {
+            return format!(
+                "#{} hit: {} tokens cached at {:.3} s",
+                m.id, m.blocks, m.t_s
+            )
+        }
     };
     format!("#{} {what} at {:.3} s", m.id, m.t_s)
 }

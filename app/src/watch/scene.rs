@@ -5,7 +5,10 @@
 //! Colours are the Okabe–Ito palette, which stays distinct under the common forms of
 //! colour blindness, and every phase also differs by shape or pattern: a decode slot is
 //! solid with a round token mark, a prefill slot is striped, an idle slot is an outline; a
-//! request waiting after a preemption is a triangle, a fresh one a circle.
+//! request waiting after a preemption is a triangle, a fresh one a circle. With the prefix
+//! cache on, a cached block that requests hold is solid with a dot, a cached block no one
+//! holds (evictable) is pale and cross-hatched, and a request whose prompt hit the cache
+//! carries a "hit" tag while it prefills.
 
 use super::replay::{mark_text, Snapshot};
 use super::{MarkKind, Tape};
@@ -19,6 +22,8 @@ pub const ALERT: RGBColor = RGBColor(213, 94, 0);
 pub const FIRST: RGBColor = RGBColor(0, 158, 115);
 pub const FRESH: RGBColor = RGBColor(86, 180, 233);
 pub const QUIET: RGBColor = RGBColor(120, 120, 120);
+/// Okabe–Ito reddish purple: the prefix cache.
+pub const CACHE: RGBColor = RGBColor(204, 121, 167);
 const INK: RGBColor = RGBColor(30, 30, 30);
 const PALE: RGBColor = RGBColor(225, 225, 225);
 
@@ -44,7 +49,16 @@ pub struct Drawn {
     pub busy_slots: usize,
     /// KV blocks shown as used.
     pub kv_blocks: u64,
+    /// Prefix cache: blocks shown as cached and evictable.
+    pub kv_cached_idle: u64,
+    /// Batch slots drawn with a prefix-hit tag.
+    pub hit_tags: usize,
 }
+
+/// Grid codes of the prefix cache's blocks (the others are a slot's phase code, or
+/// `i32::MIN` for a waiting request's reservation).
+const HELD_CACHED: i32 = i32::MIN + 1;
+const IDLE_CACHED: i32 = i32::MIN + 2;
 
 type Area<'a, DB> = DrawingArea<DB, Shift>;
 
@@ -209,6 +223,22 @@ pub fn draw_scene<DB: DrawingBackend>(
                         ))?;
                     }
                 }
+                let hit = tape
+                    .records
+                    .get(sl.0 as usize)
+                    .map_or(0, |r| r.cached_tokens);
+                if hit > 0 && (sl.1 > 0 || recent(MarkKind::Hit, sl.0)) {
+                    // A prefix hit: a tag in the slot's corner while the rest of the
+                    // prompt prefills.
+                    let r = [(x + bw - 24, y + 1), (x + bw - 1, y + 15)];
+                    root.draw(&Rectangle::new(r, CACHE.filled()))?;
+                    root.draw(&Text::new(
+                        "hit",
+                        (x + bw - 21, y + 1),
+                        font(12).color(&WHITE),
+                    ))?;
+                    drawn.hit_tags += 1;
+                }
                 if s.first_token_soon.contains(&sl.0) || recent(MarkKind::FirstToken, sl.0) {
                     // First token: a green diamond on the slot.
                     let (cx, cy) = (x + 10, y + 10);
@@ -271,9 +301,14 @@ pub fn draw_scene<DB: DrawingBackend>(
     let cells = (KV_COLS * KV_ROWS) as u64;
     let per_cell = total.div_ceil(cells).max(1);
     let n_cells = total.div_ceil(per_cell) as usize;
+    let cached = if tape.prefix_cache {
+        format!(" · {} cached, evictable", s.kv_cached_idle)
+    } else {
+        String::new()
+    };
     root.draw(&Text::new(
         format!(
-            "KV cache: {} of {} blocks in use ({:.0} %) · one cell = {} block{} of {} token{}",
+            "KV cache: {} of {} blocks in use ({:.0} %){cached} · one cell = {} block{} of {} token{}",
             s.kv_used_blocks,
             tape.kv_blocks,
             100.0 * s.kv_used_blocks as f64 / total as f64,
@@ -298,7 +333,13 @@ pub fn draw_scene<DB: DrawingBackend>(
         ranges.push((at, at + *blocks as u64, code, k));
         at += *blocks as u64;
     }
+    // The cache's blocks after the requests' own: held (in use), then evictable.
+    let k = ranges.len();
+    ranges.push((at, at + s.kv_cached_held, HELD_CACHED, k));
+    at += s.kv_cached_held;
     drawn.kv_blocks = at;
+    ranges.push((at, at + s.kv_cached_idle, IDLE_CACHED, k + 1));
+    drawn.kv_cached_idle = s.kv_cached_idle;
     let (cw, ch) = (18i32, 18i32);
     let mut r = 0;
     for c in 0..n_cells {
@@ -330,10 +371,19 @@ pub fn draw_scene<DB: DrawingBackend>(
             -1 => DECODE.mix(shade),
             0 => QUIET.mix(shade),
             i32::MIN => QUIET.mix(0.35 * shade),
+            HELD_CACHED => CACHE.mix(1.0),
+            IDLE_CACHED => CACHE.mix(0.3),
             _ => PREFILL.mix(shade),
         };
         root.draw(&Rectangle::new([(x, top), (x + cw, y + ch)], fill.filled()))?;
-        if code > 0 || code == i32::MIN {
+        if code == HELD_CACHED {
+            root.draw(&Circle::new((x + cw / 2, y + ch / 2), 3, WHITE.filled()))?;
+        } else if code == IDLE_CACHED {
+            // Evictable: cross-hatched.
+            for (a, b) in [((x, top), (x + cw, y + ch)), ((x, y + ch), (x + cw, top))] {
+                root.draw(&PathElement::new(vec![a, b], CACHE.stroke_width(2)))?;
+            }
+        } else if code > 0 || code == i32::MIN {
             // Prefill and reservations of the waiting: striped, as their slots.
             root.draw(&PathElement::new(
                 vec![(x, y + ch), (x + cw, y)],
@@ -344,21 +394,39 @@ pub fn draw_scene<DB: DrawingBackend>(
     // Legend.
     let ly = ky0 + KV_ROWS as i32 * (ch + 1) + 22;
     let mut lx = kx0;
-    for (label, color, striped) in [
-        ("decode", DECODE.mix(1.0), false),
-        ("prefill", PREFILL.mix(1.0), true),
-        ("reserved, waiting", QUIET.mix(0.35), true),
-        ("idle in batch", QUIET.mix(1.0), false),
-    ] {
+    // With the prefix cache (paged, so nothing is reserved) the cache's two kinds of
+    // block take the reservation's place.
+    let mut keys = vec![
+        ("decode", DECODE.mix(1.0), 0),
+        ("prefill", PREFILL.mix(1.0), 1),
+    ];
+    if tape.prefix_cache {
+        keys.push(("cache, in use", CACHE.mix(1.0), HELD_CACHED));
+        keys.push(("cache, evictable", CACHE.mix(0.3), IDLE_CACHED));
+    } else {
+        keys.push(("reserved, waiting", QUIET.mix(0.35), 1));
+    }
+    keys.push(("idle in batch", QUIET.mix(1.0), 0));
+    for (label, color, pattern) in keys {
         root.draw(&Rectangle::new(
             [(lx, ly - 10), (lx + 14, ly + 4)],
             color.filled(),
         ))?;
-        if striped {
-            root.draw(&PathElement::new(
+        match pattern {
+            1 => root.draw(&PathElement::new(
                 vec![(lx, ly + 4), (lx + 14, ly - 10)],
                 WHITE.stroke_width(2),
-            ))?;
+            ))?,
+            HELD_CACHED => root.draw(&Circle::new((lx + 7, ly - 3), 3, WHITE.filled()))?,
+            IDLE_CACHED => {
+                for (a, b) in [
+                    ((lx, ly - 10), (lx + 14, ly + 4)),
+                    ((lx, ly + 4), (lx + 14, ly - 10)),
+                ] {
+                    root.draw(&PathElement::new(vec![a, b], CACHE.stroke_width(2)))?;
+                }
+            }
+            _ => {}
         }
         root.draw(&Text::new(label, (lx + 20, ly - 8), font(13)))?;
         lx += 40 + 8 * label.len() as i32;
@@ -395,6 +463,7 @@ pub fn draw_scene<DB: DrawingBackend>(
         let color = match m.kind {
             MarkKind::Rejected | MarkKind::Preempted => ALERT,
             MarkKind::FirstToken | MarkKind::Finished => FIRST,
+            MarkKind::Hit => CACHE,
             _ => INK,
         };
         root.draw(&Text::new(

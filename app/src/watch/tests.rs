@@ -182,3 +182,80 @@ fn the_scene_draws_what_the_snapshot_holds() {
         }
     }
 }
+
+#[test]
+fn the_prefix_cache_shows_its_blocks_and_hits_as_the_engine_counts_them() {
+    use crate::learn::{watch_links, Lesson, LessonState};
+    let p = watch_links(&LessonState::new(Lesson::Caches))[0]
+        .params
+        .clone();
+    // The URL carries the cache's settings.
+    let q = WatchState::of(p.clone()).to_query();
+    assert!(q.contains("pc=apc") && q.contains("sp=1"), "{q}");
+    assert_eq!(WatchState::from_query(&q).0.params, p);
+    let tape = record(&p, 300, 0).unwrap();
+    assert!(tape.prefix_cache && tape.paged);
+    let bs = tape.block_size;
+    let hit_records: Vec<_> = tape
+        .records
+        .iter()
+        .filter(|r| r.cached_tokens > 0)
+        .collect();
+    assert!(hit_records.len() > 100, "{} hits", hit_records.len());
+    let mut idle_seen = 0;
+    for tp in &tape.timeseries {
+        let s = snapshot(&tape, tp.t_s, 0.0);
+        let hits = hit_records
+            .iter()
+            .filter(|r| r.admitted_s.is_some_and(|a| a <= tp.t_s))
+            .count();
+        assert_eq!(s.hits as usize, hits, "hits at {}", tp.t_s);
+        assert!(
+            s.kv_used_blocks * bs <= tp.kv_used_tokens,
+            "KV at {}",
+            tp.t_s
+        );
+        // The time series samples after the iteration's end (its blocks registered in
+        // the cache), the animation during it: the cache's blocks only bound each other.
+        assert!(s.kv_cached_held <= s.kv_used_blocks);
+        assert!(s.kv_used_blocks + s.kv_cached_idle <= tape.kv_blocks);
+        idle_seen = idle_seen.max(s.kv_cached_idle);
+    }
+    assert!(idle_seen > 0, "no evictable block ever shown");
+    let end = snapshot(&tape, tape.end_s, 0.0);
+    assert_eq!(end.hits as usize, hit_records.len());
+    assert_eq!(
+        end.hit_tokens,
+        hit_records
+            .iter()
+            .map(|r| u64::from(r.cached_tokens))
+            .sum::<u64>()
+    );
+    assert_eq!(end.admissions as usize, tape.records.len());
+    assert!(replay::hits_text(&end).contains(&format!("{} of 300 admitted", end.hits)));
+    // A moment with evictable blocks and a hit prefilling: the scene draws both.
+    let s = tape
+        .iterations
+        .iter()
+        .map(|it| snapshot(&tape, it.start_s, 0.5))
+        .find(|s| {
+            s.kv_cached_idle > 0
+                && s.slots
+                    .iter()
+                    .any(|sl| sl.1 > 0 && tape.records[sl.0 as usize].cached_tokens > 0)
+        })
+        .expect("a hit prefilling beside evictable blocks");
+    let mut svg = String::new();
+    let drawn = {
+        let root =
+            SVGBackend::with_string(&mut svg, (scene::WIDTH, scene::HEIGHT)).into_drawing_area();
+        draw_scene(&root, &tape, &s, 0.5).unwrap()
+    };
+    assert_eq!(drawn.kv_blocks, s.kv_used_blocks);
+    assert_eq!(drawn.kv_cached_idle, s.kv_cached_idle);
+    assert!(drawn.hit_tags > 0);
+    assert!(svg.contains("cached, evictable") && svg.contains("cache, evictable"));
+    assert!(describe(&tape, &s).contains("prefix cache:"));
+    let hit = tape.marks.iter().find(|m| m.kind == MarkKind::Hit).unwrap();
+    assert!(replay::mark_text(hit).contains("tokens cached"));
+}

@@ -71,6 +71,7 @@ impl RequestRow {
                 _ => Outcome::Error,
             },
             admitted_s: None,
+            cached_tokens: 0,
         }
     }
 

@@ -126,6 +126,7 @@ mod tests {
             preemptions: 0,
             outcome,
             admitted_s: None,
+            cached_tokens: 0,
         };
         let mut a = PrefixAccumulator::new(1.0);
         a.push(&rec(0.5, 9.0, Outcome::Completed), 16); // warm-up

@@ -40,6 +40,11 @@ pub struct Slot {
     pub phase: Phase,
     /// KV blocks it holds (paged) or has reserved (reserve) in this iteration.
     pub kv_blocks: u64,
+    /// Prefix cache: of `kv_blocks`, the leading ones held through the cache (its hits,
+    /// and its own full blocks the cache took in), which other requests may share; 0
+    /// with the cache off.
+    #[serde(default)]
+    pub cached_blocks: u64,
 }
 
 /// One iteration of the server: `slots` in running-set (admission) order.
@@ -49,6 +54,14 @@ pub struct Iteration {
     pub start_s: f64,
     pub end_s: f64,
     pub slots: Vec<Slot>,
+    /// Prefix cache, during the iteration: cached blocks running requests hold (each
+    /// counted once, however many share it) and cached blocks no one holds (free, kept
+    /// until evicted); 0 with the cache off. KV in use = Σ (`kv_blocks` −
+    /// `cached_blocks`) over the slots + `cached_held_blocks`.
+    #[serde(default)]
+    pub cached_held_blocks: u64,
+    #[serde(default)]
+    pub cached_idle_blocks: u64,
 }
 
 /// Something that happened in the server, at a time [s].
@@ -157,6 +170,7 @@ impl Sink<'_> {
         running: &[Box<Seq>],
         (decoders, prefilled): (usize, usize),
         emit_at_prefill: bool,
+        cache: (u64, u64),
     ) {
         if let Some(log) = &mut self.log {
             log_iteration(
@@ -165,13 +179,15 @@ impl Sink<'_> {
                 running,
                 (decoders, prefilled),
                 emit_at_prefill,
+                cache,
             );
         }
     }
 
     /// A jumped run of `k` pure-decode iterations of the whole running set, iteration `i`
     /// ending at `at(i)`. Paged (`block_size` given): iteration `i` holds the blocks for
-    /// the sequence's context + `i` tokens.
+    /// the sequence's context + `i` tokens. `cache`: the prefix cache's (held, idle)
+    /// blocks, which a decode run does not change.
     #[inline]
     pub(super) fn decode_run(
         &mut self,
@@ -179,9 +195,10 @@ impl Sink<'_> {
         k: u64,
         running: &[Box<Seq>],
         block_size: Option<u64>,
+        cache: (u64, u64),
     ) {
         if let Some(log) = &mut self.log {
-            log_decode_run(log, at, k, running, block_size);
+            log_decode_run(log, at, k, running, block_size, cache);
         }
     }
 
@@ -209,6 +226,7 @@ fn log_iteration(
     running: &[Box<Seq>],
     (decoders, prefilled): (usize, usize),
     emit_at_prefill: bool,
+    (cached_held_blocks, cached_idle_blocks): (u64, u64),
 ) {
     let mut firsts = Vec::new();
     let slots = running
@@ -239,6 +257,7 @@ fn log_iteration(
                 id: s.req.id,
                 phase,
                 kv_blocks: s.blocks,
+                cached_blocks: u64::from(s.cached),
             }
         })
         .collect();
@@ -246,6 +265,8 @@ fn log_iteration(
         start_s,
         end_s,
         slots,
+        cached_held_blocks,
+        cached_idle_blocks,
     }));
     log.append(&mut firsts);
 }
@@ -257,6 +278,7 @@ fn log_decode_run(
     k: u64,
     running: &[Box<Seq>],
     block_size: Option<u64>,
+    (cached_held_blocks, cached_idle_blocks): (u64, u64),
 ) {
     for i in 1..=k {
         let slots = running
@@ -266,6 +288,7 @@ fn log_decode_run(
                 phase: Phase::Decode,
                 // Paged runs keep every field exact: kv_tokens is the context before the run.
                 kv_blocks: block_size.map_or(s.blocks, |b| (s.kv_tokens + i).div_ceil(b)),
+                cached_blocks: u64::from(s.cached),
             })
             .collect();
         let (start_s, end_s) = (at(i - 1), at(i));
@@ -273,6 +296,8 @@ fn log_decode_run(
             start_s,
             end_s,
             slots,
+            cached_held_blocks,
+            cached_idle_blocks,
         }));
         if i == 1 {
             log.extend(running.iter().filter(|s| s.first_token.is_nan()).map(|s| {
