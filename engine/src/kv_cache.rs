@@ -294,6 +294,7 @@ impl KvCache {
         if let Some(s) = self.slots.as_deref_mut() {
             // The slot keeps the computed tokens, in its own share of the context.
             s.release(r, kv_tokens);
+            debug_assert!(s.check().is_ok(), "{:?}", s.check());
             self.release(blocks);
             return;
         }
