@@ -603,7 +603,8 @@ impl PromptBuilder {
     }
 
     /// The lengths [tokens] that [`PromptBuilder::request_prompt`] sizes for `r`: its
-    /// prompt, or its system prompt and its own part.
+    /// prompt, or its system prompt and its own part (which counts the tokens the server
+    /// adds: list them after a [`PromptBuilder::calibrate`] has learned those).
     pub fn lengths_of(&self, r: &Request) -> Vec<u32> {
         if r.group == 0 || self.system == 0 {
             vec![r.prompt]

@@ -699,7 +699,9 @@ pub async fn run_load(
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
     let system = cfg.workload.system_prompts().map(|s| s.tokens).unwrap_or(0);
     prompts.set_system(system, cfg.seed);
-    if cfg.use_tokenizer {
+    // The tokens the server adds (BOS) first: a grouped request's own part is sized with
+    // them (`lengths_of`), so its length must be known before the lengths are listed.
+    if cfg.use_tokenizer && prompts.calibrate(&ep, []).await {
         let mut lens: Vec<u32> = reqs.iter().flat_map(|r| prompts.lengths_of(r)).collect();
         lens.sort_unstable();
         lens.dedup();

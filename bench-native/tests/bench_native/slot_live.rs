@@ -25,8 +25,8 @@ const CTX: u32 = 4096;
 /// Each request's own prompt and output after its system prompt [tokens].
 const OWN: u32 = 32;
 const OUTPUT: u32 = 16;
-const RATE: f64 = 2.0;
-const DURATION_S: f64 = 20.0;
+const RATE: f64 = 1.0;
+const DURATION_S: f64 = 30.0;
 
 fn json_file(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
@@ -136,6 +136,16 @@ fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) 
             .arg(dir),
     );
     let (c1, f1) = (metric(port, cached), metric(port, fresh));
+    // Every prompt as long as asked (a shared system prompt sized with /tokenize).
+    let csv = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |k: &str| head.iter().position(|h| *h == k).unwrap();
+    let (want, got) = (col("target_prompt_tokens"), col("prompt_tokens"));
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f[want], f[got], "exact prompt length: {l}");
+    }
     let s = json_file(&dir.join("summary.json"));
     assert_eq!(
         s["summary"]["errors"].as_u64(),
