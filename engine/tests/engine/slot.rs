@@ -246,4 +246,13 @@ fn the_slot_cache_needs_the_llama_cpp_policy_and_paged_kv() {
     assert!(e.to_string().contains("paged"), "{e}");
     // vLLM's automatic prefix caching stays valid with llama.cpp's scheduling.
     simulate(&two_slots(PrefixCache::Apc)).unwrap();
+    // Che's approximation is of one LRU block cache: it refuses the slot cache.
+    let mut cfg = two_slots(PrefixCache::Slot);
+    cfg.workload.lengths = LengthDist::Fixed {
+        prompt: 32,
+        output: 8,
+    };
+    cfg.workload.max_model_len = None;
+    let e = engine::analytic::predict_prefix_cache(&cfg).unwrap_err();
+    assert!(e.to_string().contains("slot cache"), "{e}");
 }
