@@ -83,6 +83,9 @@ pub struct EndpointConfig {
     pub ignore_eos: bool,
     /// Also send `min_tokens = max_tokens` (vLLM; llama.cpp ignores it).
     pub min_tokens: bool,
+    /// llama.cpp: send `cache_prompt: true`, so the server reuses the prefix its slot
+    /// still holds (its slot cache); by default `false`, every prompt prefilled in full.
+    pub cache_prompt: bool,
     /// Timeout of the control requests (`/v1/models`, `/props`, `/metrics`, …): the
     /// user's `--timeout`, 10 s by default.
     pub control_timeout: Duration,
@@ -97,6 +100,7 @@ impl Default for EndpointConfig {
             api_key: None,
             ignore_eos: true,
             min_tokens: false,
+            cache_prompt: false,
             control_timeout: Duration::from_secs(10),
         }
     }
@@ -114,6 +118,7 @@ pub struct Endpoint {
     api_key: Option<String>,
     ignore_eos: bool,
     min_tokens: bool,
+    cache_prompt: bool,
     control_timeout: Duration,
     http: reqwest::Client,
 }
@@ -211,6 +216,7 @@ impl Endpoint {
             api_key: cfg.api_key.clone(),
             ignore_eos: cfg.ignore_eos,
             min_tokens: cfg.min_tokens,
+            cache_prompt: cfg.cache_prompt,
             control_timeout: cfg.control_timeout,
             http,
         };
@@ -391,7 +397,7 @@ impl Endpoint {
             b["min_tokens"] = json!(max_tokens);
         }
         if self.kind == ServerKind::LlamaCpp {
-            b["cache_prompt"] = json!(false);
+            b["cache_prompt"] = json!(self.cache_prompt);
         }
         b
     }
@@ -597,7 +603,8 @@ impl PromptBuilder {
     }
 
     /// The lengths [tokens] that [`PromptBuilder::request_prompt`] sizes for `r`: its
-    /// prompt, or its system prompt and its own part.
+    /// prompt, or its system prompt and its own part (which counts the tokens the server
+    /// adds: list them after a [`PromptBuilder::calibrate`] has learned those).
     pub fn lengths_of(&self, r: &Request) -> Vec<u32> {
         if r.group == 0 || self.system == 0 {
             vec![r.prompt]

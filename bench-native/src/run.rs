@@ -54,6 +54,10 @@ Examples:
   bench-native run --rate 4 --arrivals gamma --burstiness 0.5 --lengths fixed \\
       --prompt-tokens 128 --output-tokens 64 --num-requests 40 --max-concurrency 8
 
+  # shared system prompts, llama-server reusing each slot's cached prefix
+  bench-native run --rate 2 --duration 60 --lengths fixed --prompt-tokens 32 \\
+      --output-tokens 16 --system-prompt 2:0.8:256 --cache-prompt
+
   # vLLM chat endpoint with an API key from $MY_KEY (never printed)
   bench-native run --url http://gpu:8000 --api chat --model Qwen/Qwen2.5-1.5B-Instruct \\
       --api-key-env MY_KEY --min-tokens --rate 1 --duration 300
@@ -108,6 +112,11 @@ pub struct ServerArgs {
     /// Never use /tokenize; size prompts by --chars-per-token only.
     #[arg(long)]
     pub no_tokenize: bool,
+    /// llama.cpp: let the server reuse the prompt prefix its slot still holds
+    /// (`cache_prompt: true`, its slot cache); without it every prompt is prefilled in
+    /// full (`cache_prompt: false`).
+    #[arg(long)]
+    pub cache_prompt: bool,
     /// Per-request timeout [s] (whole request, stream included).
     #[arg(long, default_value_t = 120.0)]
     pub timeout: f64,
@@ -125,6 +134,7 @@ impl ServerArgs {
                 .filter(|k| !k.is_empty()),
             ignore_eos: !self.no_ignore_eos,
             min_tokens: self.min_tokens,
+            cache_prompt: self.cache_prompt,
             // an invalid --timeout is reported by the command; keep the default here
             control_timeout: Duration::try_from_secs_f64(self.timeout)
                 .ok()
@@ -689,7 +699,9 @@ pub async fn run_load(
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
     let system = cfg.workload.system_prompts().map(|s| s.tokens).unwrap_or(0);
     prompts.set_system(system, cfg.seed);
-    if cfg.use_tokenizer {
+    // The tokens the server adds (BOS) first: a grouped request's own part is sized with
+    // them (`lengths_of`), so its length must be known before the lengths are listed.
+    if cfg.use_tokenizer && prompts.calibrate(&ep, []).await {
         let mut lens: Vec<u32> = reqs.iter().flat_map(|r| prompts.lengths_of(r)).collect();
         lens.sort_unstable();
         lens.dedup();
@@ -703,7 +715,7 @@ pub async fn run_load(
         "requests_scheduled": reqs.len(), "warmup_requests": cfg.warmup_requests, "max_concurrency": cfg.max_concurrency,
         "timeout_s": cfg.timeout.as_secs_f64(), "metrics": cfg.metrics,
         "prompt_sizing": if prompts.tokenized { "server /tokenize".to_string() } else { format!("{} chars per token", cfg.chars_per_token) },
-        "ignore_eos": cfg.endpoint.ignore_eos, "min_tokens": cfg.endpoint.min_tokens,
+        "ignore_eos": cfg.endpoint.ignore_eos, "min_tokens": cfg.endpoint.min_tokens, "cache_prompt": cfg.endpoint.cache_prompt,
         "api_key": if cfg.endpoint.api_key.is_some() { "set (not recorded)" } else { "none" },
     });
     let meta_path = cfg.out_dir.join("metadata.json");

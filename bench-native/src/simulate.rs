@@ -22,6 +22,7 @@ use std::path::PathBuf;
     bench-native simulate --preset vllm --rate 6 --batch 64 --kv 65536 --system-prompt 8:0.6:1024 --prefix-cache apc   # shared system prompts, vLLM's prefix caching\n  \
     bench-native simulate --preset vllm --rate 2 --batch 64 --kv 65536 --conversations 4:10:30 --prefix-cache apc   # multi-turn chats\n  \
     bench-native simulate --preset vllm --batch 64 --kv 65536 --users 32 --think 5 --conversations 4:10:30 --prefix-cache apc   # closed-loop users\n  \
+    bench-native simulate --preset llama-cpp --batch 4 --kv 8192 --budget 512 --system-prompt 2:0.8:256 --prefix-cache slot   # llama-server's slot cache (cache_prompt)\n  \
     bench-native simulate --rate 3 --max-in-system 12            # threshold admission: reject while 12 are in the system\n  \
     bench-native simulate --rate 3 --dp-slo 2                    # the DP threshold for a 2 s p99 TTFT\n  \
     bench-native simulate --trace results/validate_llama/sim/trace-1.6.json --preset llama-cpp --batch 4 --kv 8192 --budget 512\n  \

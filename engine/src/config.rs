@@ -77,6 +77,11 @@ pub enum PrefixCache {
     /// their room is needed, least recently used first; a hit skips the prefill of its
     /// cached blocks.
     Apc,
+    /// llama.cpp's per-slot prompt cache (`llama-server` with `cache_prompt`; the
+    /// `llama_cpp` policy only): each slot keeps its last sequence's tokens, a request
+    /// takes the idle slot most similar to its prompt and reuses the common prefix
+    /// (docs/model.md, Slot cache).
+    Slot,
 }
 
 impl PrefixCache {
@@ -440,11 +445,25 @@ impl SimConfig {
                 why: "must be < 0.5",
             });
         }
-        if s.prefix_cache != PrefixCache::Off && s.kv_mode != KvMode::Paged {
+        if s.prefix_cache == PrefixCache::Apc && s.kv_mode != KvMode::Paged {
             return Err(ConfigError::PrefixCache(
                 "automatic prefix caching needs paged KV (kv_mode paged): reserve mode holds \
                  no blocks between requests",
             ));
+        }
+        if s.prefix_cache == PrefixCache::Slot {
+            if s.policy != Policy::LlamaCpp {
+                return Err(ConfigError::PrefixCache(
+                    "the slot cache is llama-server's per-slot prompt cache and needs the \
+                     llama_cpp policy (its slots); for a vLLM-style server use apc",
+                ));
+            }
+            if s.kv_mode != KvMode::Paged {
+                return Err(ConfigError::PrefixCache(
+                    "the slot cache needs paged KV (kv_mode paged, as ServerConfig::llama_cpp \
+                     sets): reserve mode reserves a whole request at arrival",
+                ));
+            }
         }
         if let Admission::MaxInSystem { max_in_system } = s.admission {
             at_least_one("max_in_system", max_in_system as u64)?;

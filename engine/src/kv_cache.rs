@@ -8,15 +8,23 @@
 //! hold (their own, and the cached ones they share, once each); blocks no one holds stay
 //! cached, count as free, and are evicted least recently used first when the room is
 //! taken (docs/model.md, Prefix caching).
+//!
+//! With llama.cpp's slot cache instead ([`KvCache::with_slot_cache`], the `llama_cpp`
+//! policy), every slot keeps the tokens of the last sequence it served, in its own share
+//! of the context ([`slot`]): they take none of the pool's room, and a request given the
+//! slot reuses their common prefix with its prompt (docs/model.md, Slot cache).
 
 mod prefix;
+mod slot;
 
 pub use prefix::PrefixCounts;
+pub use slot::{common_prefix as slot_common_prefix, COMMON_TOKENS, SIMILARITY};
 
 use crate::config::KvMode;
 use crate::workload::shared::{block_chain, shared_blocks};
 use crate::workload::{Request, SharedTokens};
 use prefix::PrefixTable;
+use slot::SlotTable;
 
 /// The prefix cache: what names the blocks, and the table of cached ones.
 #[derive(Clone, Debug)]
@@ -52,6 +60,8 @@ pub struct KvCache {
     peak_blocks: u64,
     /// The prefix cache, when on.
     prefix: Option<Box<Prefix>>,
+    /// llama.cpp's slot cache, when on.
+    slots: Option<Box<SlotTable>>,
 }
 
 impl KvCache {
@@ -72,6 +82,7 @@ impl KvCache {
             watermark_blocks,
             peak_blocks: 0,
             prefix: None,
+            slots: None,
         }
     }
 
@@ -85,33 +96,92 @@ impl KvCache {
         self
     }
 
-    /// Whether the prefix cache is on.
+    /// Turns llama.cpp's slot cache on for `slots` slots (paged mode and the `llama_cpp`
+    /// policy; the configuration checks that), telling common prefixes by what `shared`
+    /// says the requests share ([`slot_common_prefix`]).
+    pub fn with_slot_cache(mut self, shared: Option<SharedTokens>, slots: u32) -> KvCache {
+        self.slots = Some(Box::new(SlotTable::new(
+            shared,
+            slots as usize,
+            self.block_size,
+        )));
+        self
+    }
+
+    /// Whether a prefix cache (automatic or per slot) is on.
     #[inline]
     pub fn prefix_on(&self) -> bool {
-        self.prefix.is_some()
+        self.prefix.is_some() || self.slots.is_some()
     }
 
-    /// Blocks in the prefix cache that no request holds (free, but still cached).
+    /// Whether llama.cpp's slot cache is on.
+    #[inline]
+    pub fn slot_cache_on(&self) -> bool {
+        self.slots.is_some()
+    }
+
+    /// Blocks in the prefix cache that no request holds (free, but still cached); with
+    /// the slot cache, the blocks of the idle slots' tokens.
     pub fn idle_cached_blocks(&self) -> u64 {
-        self.prefix.as_ref().map_or(0, |p| p.table.idle)
+        match (&self.prefix, &self.slots) {
+            (Some(p), _) => p.table.idle,
+            (_, Some(s)) => s.idle_tokens.div_ceil(self.block_size),
+            _ => 0,
+        }
     }
 
-    /// Blocks in the prefix cache that running requests hold.
+    /// Blocks in the prefix cache that running requests hold; with the slot cache, the
+    /// blocks the running requests reused from their slot.
     pub fn held_cached_blocks(&self) -> u64 {
-        self.prefix.as_ref().map_or(0, |p| p.table.live)
+        match (&self.prefix, &self.slots) {
+            (Some(p), _) => p.table.live,
+            (_, Some(s)) => s.held_tokens / self.block_size,
+            _ => 0,
+        }
     }
 
     /// The prefix cache's lookup counts, when on.
     pub fn prefix_counts(&self) -> Option<PrefixCounts> {
-        self.prefix.as_ref().map(|p| p.table.counts)
+        match (&self.prefix, &self.slots) {
+            (Some(p), _) => Some(p.table.counts),
+            (_, Some(s)) => Some(s.counts),
+            _ => None,
+        }
+    }
+
+    /// Slot cache: the common prefix [tokens] of idle slot `slot`'s cached tokens and the
+    /// first `target` tokens of `r`; `None` if the slot cache is off or the slot is busy
+    /// or holds nothing.
+    pub fn slot_common_prefix(&self, slot: usize, r: &Request, target: u32) -> Option<u64> {
+        self.slots.as_ref()?.common_prefix(slot, r, target)
+    }
+
+    /// Slot cache: `r` takes idle slot `slot` to prefill `target` tokens. Its blocks are
+    /// taken above the watermark as in paged admission (the slot's own share of the
+    /// context holds its whole sequence); returns them and how many leading blocks it
+    /// reuses from the slot's cache (their prefill is skipped). `None` (and nothing
+    /// changed) if the blocks do not fit, or the slot cache is off.
+    pub fn admit_slot(&mut self, slot: usize, r: &Request, target: u32) -> Option<(u64, u32)> {
+        self.slots.as_ref()?;
+        let need = self.blocks_for(target as u64);
+        if !self.try_take_above_watermark(need) {
+            return None;
+        }
+        let s = self.slots.as_deref_mut()?;
+        let hit = s.take(slot, r, target) / self.block_size;
+        Some((need, hit as u32))
     }
 
     /// Walks the prefix cache's table in full: no block both idle (free) and held, the
-    /// counts consistent, cached blocks within capacity. Returns what is wrong.
+    /// counts consistent, cached blocks within capacity (with the slot cache: the slots'
+    /// tokens as counted, hits within lookups). Returns what is wrong.
     ///
     /// # Errors
     /// A description of the first broken invariant.
     pub fn check_prefix(&self) -> Result<(), String> {
+        if let Some(s) = &self.slots {
+            return s.check();
+        }
         let Some(p) = &self.prefix else {
             return Ok(());
         };
@@ -210,7 +280,8 @@ impl KvCache {
     /// on, its full blocks stay cached, idle once no one holds them, the last block first
     /// in line for eviction and block 0 last (as vLLM frees them); the rest is freed. A
     /// finished request's blocks that no other request can share stay as one anonymous
-    /// run (they take room and LRU places, and nothing can find them).
+    /// run (they take room and LRU places, and nothing can find them). With the slot
+    /// cache, its slot keeps its `kv_tokens` tokens and all its blocks are freed.
     pub fn release_request(
         &mut self,
         r: &Request,
@@ -220,6 +291,13 @@ impl KvCache {
         preempted: bool,
     ) {
         let bs = self.block_size;
+        if let Some(s) = self.slots.as_deref_mut() {
+            // The slot keeps the computed tokens, in its own share of the context.
+            s.release(r, kv_tokens);
+            debug_assert!(s.check().is_ok(), "{:?}", s.check());
+            self.release(blocks);
+            return;
+        }
         let Some(p) = self.prefix.as_deref_mut() else {
             self.release(blocks);
             return;

@@ -295,8 +295,14 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let s = &cfg.server;
         let mut kv = KvCache::new(s.kv_mode, s.kv_tokens, s.block_size, s.watermark);
         let prefix_on = s.prefix_cache != crate::config::PrefixCache::Off;
-        if prefix_on {
-            kv = kv.with_prefix_cache(cfg.workload.shared.clone());
+        match s.prefix_cache {
+            crate::config::PrefixCache::Off => {}
+            crate::config::PrefixCache::Apc => {
+                kv = kv.with_prefix_cache(cfg.workload.shared.clone());
+            }
+            crate::config::PrefixCache::Slot => {
+                kv = kv.with_slot_cache(cfg.workload.shared.clone(), s.max_batch);
+            }
         }
         let paged = s.kv_mode == KvMode::Paged;
         let context_cost = cfg.cost.depends_on_context();

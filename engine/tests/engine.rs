@@ -27,6 +27,8 @@ mod profiler_study;
 mod runs;
 #[path = "engine/servers.rs"]
 mod servers;
+#[path = "engine/slot.rs"]
+mod slot;
 #[path = "engine/users.rs"]
 mod users;
 

@@ -201,6 +201,7 @@ pub(super) fn prefix_cache_key(c: PrefixCache) -> &'static str {
     match c {
         PrefixCache::Off => "off",
         PrefixCache::Apc => "apc",
+        PrefixCache::Slot => "slot",
     }
 }
 

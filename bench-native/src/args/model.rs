@@ -109,9 +109,11 @@ pub struct ModelArgs {
     pub block_size: Option<u32>,
     /// Prefix cache (paged KV only): `apc` keeps full KV blocks keyed by their tokens and
     /// everything before them, as vLLM's automatic prefix caching does, so a request
-    /// whose prompt begins like an earlier one skips that prefill; `off` (default). Hits
-    /// come from --system-prompt, --conversations, a Mooncake --trace's hash_ids, and a
-    /// preempted request's own blocks.
+    /// whose prompt begins like an earlier one skips that prefill; `slot` is
+    /// llama-server's per-slot prompt cache (--preset llama-cpp only: each slot keeps its
+    /// last sequence, a request reuses the common prefix with the slot it takes); `off`
+    /// (default). Hits come from --system-prompt, --conversations, a Mooncake --trace's
+    /// hash_ids, and a preempted request's own blocks.
     #[arg(long, value_enum, value_name = "MODE")]
     pub prefix_cache: Option<super::shared::PrefixCacheArg>,
     /// Shared system prompts: a SHARE of the requests begin with one of GROUPS system

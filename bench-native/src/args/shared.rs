@@ -4,7 +4,7 @@
 
 use super::ArgError;
 use clap::ValueEnum;
-use engine::config::{KvMode, SimConfig};
+use engine::config::{KvMode, Policy, SimConfig};
 use engine::workload::{Conversations, SharedTokens, SystemPrompts};
 use engine::PrefixCache;
 
@@ -16,6 +16,11 @@ pub enum PrefixCacheArg {
     /// vLLM's automatic prefix caching: full blocks keyed by their tokens and everything
     /// before them, kept until their room is needed, evicted least recently used first.
     Apc,
+    /// llama-server's per-slot prompt cache (--preset llama-cpp / --policy llama-cpp
+    /// only): each slot keeps its last sequence; a request takes the idle slot most
+    /// similar to its prompt (above 10 %, else the least recently used) and reuses the
+    /// common prefix.
+    Slot,
 }
 
 impl From<PrefixCacheArg> for PrefixCache {
@@ -23,6 +28,7 @@ impl From<PrefixCacheArg> for PrefixCache {
         match a {
             PrefixCacheArg::Off => PrefixCache::Off,
             PrefixCacheArg::Apc => PrefixCache::Apc,
+            PrefixCacheArg::Slot => PrefixCache::Slot,
         }
     }
 }
@@ -118,11 +124,26 @@ pub fn shared_tokens(
 }
 
 /// The flags that cannot hold with the prefix cache on: reserve KV (what the preset or
-/// `--kv-mode` chose).
+/// `--kv-mode` chose); for the slot cache, a policy other than llama.cpp's.
 ///
 /// # Errors
 /// [`ArgError::Conflict`] saying what to change.
 pub fn check_prefix_cache(c: &SimConfig) -> Result<(), ArgError> {
+    if c.server.prefix_cache == PrefixCache::Slot && c.server.policy != Policy::LlamaCpp {
+        return Err(ArgError::Conflict(format!(
+            "--prefix-cache slot is llama-server's per-slot prompt cache and needs its slots: \
+             the policy here is {}; use --preset llama-cpp (or --policy llama-cpp), or \
+             --prefix-cache apc for a vLLM-style server",
+            c.server.policy.as_str()
+        )));
+    }
+    if c.server.prefix_cache == PrefixCache::Slot && c.server.kv_mode == KvMode::Reserve {
+        return Err(ArgError::Conflict(
+            "--prefix-cache slot needs paged KV (as --preset llama-cpp sets): drop \
+             --kv-mode reserve"
+                .into(),
+        ));
+    }
     if !c.server.prefix_cache.is_off() && c.server.kv_mode == KvMode::Reserve {
         return Err(ArgError::Conflict(
             "--prefix-cache apc needs paged KV: reserve mode (the reference preset's, or \

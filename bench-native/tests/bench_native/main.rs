@@ -25,6 +25,7 @@ mod prefix_live;
 mod real_server;
 mod run_honesty;
 mod server_sweep;
+mod slot_live;
 mod slurm;
 mod soak;
 mod validate;

@@ -181,6 +181,10 @@ pub fn predict_prefix_cache(cfg: &SimConfig) -> Result<PrefixPrediction, Analyti
     if cfg.server.kv_mode != KvMode::Paged {
         return Err(unsupported("reserve KV"));
     }
+    if cfg.server.prefix_cache == PrefixCache::Slot {
+        // Che's approximation is of one LRU cache of blocks, not of per-slot caches.
+        return Err(unsupported("llama.cpp's slot cache"));
+    }
     let Some(SharedTokens::Prefixes { system: sys }) = &cfg.workload.shared else {
         return Err(unsupported("a workload without shared system prompts only"));
     };

@@ -7,8 +7,12 @@
 //!   `t_last_used <= t_last`, so among slots never used, or released together, the one with
 //!   the **highest index** wins). Before that the server looks for an idle slot whose
 //!   cached tokens share more than 10 % of the new prompt (`--slot-prompt-similarity`,
-//!   first best wins, so the lowest index among equals). bench-native's prompts share
-//!   only their first token (BOS) with a used slot's cache, so a prompt of fewer than
+//!   first best wins, so the lowest index among equals). With the slot cache on
+//!   ([`crate::config::PrefixCache::Slot`]) the simulator applies that rule as written,
+//!   the common prefix from what the workload shares ([`crate::kv_cache::slot_common_prefix`]),
+//!   and the request reuses the chosen slot's cached prefix. With it off, prompts are
+//!   taken to share only their first token (BOS) with a used slot's cache, as
+//!   bench-native's do without `--system-prompt`: a prompt of fewer than
 //!   [`SHORT_PROMPT`] tokens takes the **lowest-index idle slot that has served
 //!   before**, and a longer one the LRU slot.
 //! * With per-slot KV the batch is cut into micro-batches of consecutive slot ids
@@ -29,7 +33,8 @@
 //! finished slots in one pass over the slots). The per-slot context split (each slot owns
 //! CTX / SLOTS tokens) is the KV configuration of [`crate::ServerConfig::llama_cpp`].
 
-use super::{Fifo, Plan, PlanCtx, Scheduler, Seq};
+use super::{Fifo, Grant, Plan, PlanCtx, Scheduler, Seq};
+use crate::kv_cache::{KvCache, SIMILARITY};
 
 /// Prompts shorter than this take a used slot by prompt similarity: a shared BOS is
 /// 1/n of an n-token prompt, above llama-server's 10 % threshold for n < 10 [tokens].
@@ -62,11 +67,29 @@ impl LlamaCpp {
         }
     }
 
-    /// The idle slot a request with a `prompt`-token prompt takes: a short prompt the
-    /// lowest-index idle slot that has served before (prompt similarity), otherwise the
-    /// one released longest ago, ties to the highest index.
-    fn pick_slot(&self, prompt: u32) -> Option<usize> {
-        if prompt < SHORT_PROMPT {
+    /// The idle slot `head` takes: by prompt similarity (with the slot cache, the idle
+    /// slot whose cached tokens share the largest fraction of its `prefill_target`, if
+    /// above [`SIMILARITY`], the lowest index among equals; without it, for a short
+    /// prompt the lowest-index idle slot that has served before), otherwise the one
+    /// released longest ago, ties to the highest index.
+    fn pick_slot(&self, kv: &KvCache, head: &Seq) -> Option<usize> {
+        if kv.slot_cache_on() {
+            let n = head.prefill_target;
+            let mut best: Option<(usize, f32)> = None;
+            for i in (0..self.occupant.len()).filter(|&i| self.occupant[i].is_none()) {
+                let Some(lcp) = kv.slot_common_prefix(i, &head.req, n) else {
+                    continue;
+                };
+                // As the server computes it: float(lcp) / prompt size, in f32.
+                let sim = lcp as f32 / n.max(1) as f32;
+                if sim > best.map_or(0.0, |b| b.1) && sim > SIMILARITY {
+                    best = Some((i, sim));
+                }
+            }
+            if let Some((i, _)) = best {
+                return Some(i);
+            }
+        } else if head.req.prompt < SHORT_PROMPT {
             let used = (0..self.occupant.len())
                 .find(|&i| self.occupant[i].is_none() && self.last_used[i] >= 0);
             if used.is_some() {
@@ -124,16 +147,23 @@ impl Scheduler for LlamaCpp {
             let Some(head) = self.waiting.front() else {
                 break;
             };
-            let Some(slot) = self.pick_slot(head.req.prompt) else {
+            let Some(slot) = self.pick_slot(ctx.kv, head) else {
                 break;
             };
-            let Some(blocks) = ctx.take_blocks_for(head) else {
+            let grant = if ctx.kv.slot_cache_on() {
+                ctx.kv
+                    .admit_slot(slot, &head.req, head.prefill_target)
+                    .map(|(blocks, hit)| Grant { blocks, hit })
+            } else {
+                ctx.take_blocks_for(head)
+            };
+            let Some(grant) = grant else {
                 break;
             };
             let s = self.waiting.pop_front().expect("the head was just seen");
             self.occupant[slot] = Some(s.req.id);
             self.busy += 1;
-            ctx.admit(s, blocks);
+            ctx.admit(s, grant);
             admitted = true;
         }
         // Prompts in progress, in slot order.
