@@ -11,7 +11,7 @@ use super::{next_id, now_ms, pool, set_root_data, Ctx, InputError, RunState, Vie
 use crate::chart::{draw_panels, Geometry};
 use crate::job::{Job, Reply, Task};
 use crate::params::{Invalid, Lengths, Params, Preset};
-use crate::plan::work::{self, ChartPoint, PlanScreen, COLUMNS};
+use crate::plan::work::{self, ChartPoint, PlanScreen};
 use crate::plan::{label, models, price_key, PlanState, ROUTER_CHOICES, TP_CHOICES};
 use engine::config::{KvMode, Policy};
 use engine::cost::roofline::GPUS;
@@ -320,6 +320,7 @@ fn checks(c: Ctx, key: &'static str, choices: Vec<String>) -> impl IntoView {
             <span>
                 {choices.into_iter().map(|v| {
                     let v2 = v.clone();
+                    let shown = v.clone();
                     view! {
                         <label class="plan-check">
                             <input type="checkbox" name=key value=v.clone()
@@ -338,7 +339,7 @@ fn checks(c: Ctx, key: &'static str, choices: Vec<String>) -> impl IntoView {
                                     let next = c.plan.state.with_untracked(|s| s.edited(key, &text));
                                     edit(c, key, text, next);
                                 } />
-                            {v.clone()}
+                            {shown}
                         </label>
                     }
                 }).collect_view()}
@@ -386,7 +387,7 @@ fn status(c: Ctx) -> impl IntoView {
 }
 
 /// The confirmed finalists, by rank.
-fn finalists(c: Ctx) -> Vec<Confirmed> {
+pub(super) fn finalists(c: Ctx) -> Vec<Confirmed> {
     c.plan
         .confirmed
         .with(|v| v.iter().map(|(_, x)| x.clone()).collect())
@@ -412,66 +413,6 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
                 .run
                 .update(|r| r.error = Some(format!("drawing failed: {e}"))),
         }
-    }
-}
-
-fn table(c: Ctx) -> impl IntoView {
-    move || {
-        let screen = c.plan.screen.get()?;
-        let confirmed = finalists(c);
-        let rows = work::rows(&screen, &confirmed);
-        let passed: Vec<String> = screen
-            .screen
-            .infeasible
-            .iter()
-            .map(|i| format!("{} × TP {} ({}): {}", i.gpu, i.tp, i.router.name(), i.why))
-            .collect();
-        Some(view! {
-            <table class="plan" id="plan-table">
-                <thead><tr>{COLUMNS.iter().map(|h| view! { <th>{*h}</th> }).collect_view()}</tr></thead>
-                <tbody>
-                    {rows.into_iter().map(|r| view! {
-                        <tr data-fleet=r.fleet.clone() data-sim-fleet=r.sim_fleet.clone().unwrap_or_default()
-                            data-sim-meets=r.sim_meets.map_or("", |m| if m { "yes" } else { "no" })
-                            class:answer=r.answer>
-                            {r.cells.into_iter().map(|x| view! { <td>{x}</td> }).collect_view()}
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-            <p class="hint">"Model columns: the analytical fleet model's smallest fleet of each candidate that meets the SLO (accurate for random routing; an upper bound for the others, docs/accuracy.md, Fleets). Sim columns: the finalists simulated, their count moved until the simulation meets the SLO at N and misses it at N − 1; mean ± 95 % interval over the seeds. The simulator decides the answer."</p>
-            {(!passed.is_empty()).then(|| view! {
-                <details id="plan-passed"><summary>{format!("Passed over ({})", passed.len())}</summary>
-                    <ul>{passed.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
-                </details>
-            })}
-        })
-    }
-}
-
-fn extras(c: Ctx) -> impl IntoView {
-    move || {
-        let screen = c.plan.screen.get()?;
-        let confirmed = finalists(c);
-        let profile = work::profile_lines(&screen, &confirmed);
-        let disagg = c.plan.state.with(|s| s.disagg);
-        Some(view! {
-            {(!profile.is_empty()).then(|| view! {
-                <h3>"Rate profile: the peak's cheapest fleet type per segment (model)"</h3>
-                <ul id="plan-profile">{profile.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
-            })}
-            {disagg.then(|| view! {
-                <h3>"Disaggregated splits (tandem model, 100 Gb/s link, first token from the decode pool; not simulated)"</h3>
-                <ul id="plan-disagg">
-                    {screen.disagg.iter().map(|d| view! { <li>{format!(
-                        "{}P + {}D × {} (TP {}, {}): ${:.2}/h, p99 TTFT {}, mean TPOT {}, binding {}, headroom {}",
-                        d.prefill, d.decode, d.gpu, d.tp, d.router.name(), d.usd_per_hour,
-                        crate::format::latency(d.predicted.ttft_p99_s), crate::format::latency(d.predicted.tpot_mean_s),
-                        d.binding, crate::format::percent(d.headroom))}</li> }).collect_view()}
-                    {screen.disagg_none.iter().map(|i| view! { <li>{format!("{} × TP {} ({}): {}", i.gpu, i.tp, i.router.name(), i.why)}</li> }).collect_view()}
-                </ul>
-            })}
-        })
     }
 }
 
@@ -615,8 +556,8 @@ pub(super) fn plan_view(c: Ctx) -> impl IntoView {
                     <canvas id="plan-chart" node_ref=canvas width="1200" height="600"
                         on:mousemove=on_move on:mouseleave=move |_| c.plan.hover.set(None)></canvas>
                     <div class="hover" id="plan-hover">{move || c.plan.hover.get().unwrap_or_else(|| "hover over a point for its fleet".into())}</div>
-                    {table(c)}
-                    {extras(c)}
+                    {super::plan_table::table(c)}
+                    {super::plan_table::extras(c)}
                 </div>
             </section>
         </main>
