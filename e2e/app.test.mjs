@@ -842,6 +842,17 @@ await check('Plan view: opens from its URL, answers in one sentence naming a fle
   const a = await chartPixels(pg, 'plan-chart');
   assert(a.nonWhite > 20000, `Pareto chart looks blank (${a.nonWhite} non-white pixels)`);
   assert(/view=plan&prate=20&/.test(pg.url()), pg.url());
+  // Hovering the last point drawn (a simulated finalist) names its fleet.
+  const [hx, hy] = await pg.evaluate(() => {
+    const c = document.getElementById('plan-chart');
+    const [x, y] = c.dataset.pointsPx.split(';').pop().split(',').map(Number);
+    const r = c.getBoundingClientRect();
+    return [r.left + x * r.width / c.width, r.top + y * r.height / c.height];
+  });
+  await pg.mouse.move(hx, hy);
+  await pg.waitForTimeout(100);
+  const hover = await pg.textContent('#plan-hover');
+  assert(/^\d+ × \S+ \(TP \d+, \w+\): \$[\d.]+\/h, p99 TTFT .* simulated/.test(hover), `hover: ${hover}`);
   await pg.screenshot({ path: path.join(shots, 'plan.png'), fullPage: true });
 
   // A tighter TTFT SLO: a new plan, a new sentence, the URL follows.

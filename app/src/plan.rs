@@ -354,7 +354,7 @@ impl PlanState {
         if self.routers.is_empty() {
             return at("routers", "routers: pick at least one router".into());
         }
-        if self.profile.is_empty() && !(self.rate > 0.0) {
+        if self.profile.is_empty() && !(self.rate.is_finite() && self.rate > 0.0) {
             return at(
                 "prate",
                 format!("{} must be > 0, got {}", label("prate"), fmt_num(self.rate)),
@@ -377,7 +377,7 @@ impl PlanState {
             } else {
                 p.slo_tpot_s
             };
-            if !(v > 0.0) {
+            if !(v.is_finite() && v > 0.0) {
                 return at(
                     key,
                     format!("{} must be > 0, got {}", label(key), fmt_num(v)),

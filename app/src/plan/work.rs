@@ -549,12 +549,12 @@ pub fn chart(p: &Params, s: &PlanScreen, confirmed: &[Confirmed]) -> (XyPanel, V
 
 /// The hover text of the point nearest pixel (`px`, `py`) within `r` pixels, given each
 /// point's pixel position.
-pub fn nearest<'a>(
-    pts: &'a [ChartPoint],
+pub fn nearest(
+    pts: &[ChartPoint],
     at: impl Fn(&ChartPoint) -> (f64, f64),
     (px, py): (f64, f64),
     r: f64,
-) -> Option<&'a str> {
+) -> Option<&str> {
     pts.iter()
         .map(|q| {
             let (x, y) = at(q);

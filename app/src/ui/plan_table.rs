@@ -21,7 +21,7 @@ pub(super) fn table(c: Ctx) -> impl IntoView {
             .map(|i| format!("{} × TP {} ({}): {}", i.gpu, i.tp, i.router.name(), i.why))
             .collect();
         Some(view! {
-            <table class="plan" id="plan-table">
+            <div class="table-scroll"><table class="plan" id="plan-table">
                 <thead><tr>{COLUMNS.iter().map(|h| view! { <th>{*h}</th> }).collect_view()}</tr></thead>
                 <tbody>
                     {rows.into_iter().map(|r| view! {
@@ -32,7 +32,7 @@ pub(super) fn table(c: Ctx) -> impl IntoView {
                         </tr>
                     }).collect_view()}
                 </tbody>
-            </table>
+            </table></div>
             <p class="hint">"Model columns: the analytical fleet model's smallest fleet of each candidate that meets the SLO (accurate for random routing; an upper bound for the others, docs/accuracy.md, Fleets). Sim columns: the finalists simulated, their count moved until the simulation meets the SLO at N and misses it at N − 1; mean ± 95 % interval over the seeds. The simulator decides the answer."</p>
             {(!passed.is_empty()).then(|| view! {
                 <details id="plan-passed"><summary>{format!("Passed over ({})", passed.len())}</summary>
@@ -69,4 +69,3 @@ pub(super) fn extras(c: Ctx) -> impl IntoView {
         })
     }
 }
-

@@ -406,6 +406,15 @@ fn draw(c: Ctx, canvas: &web_sys::HtmlCanvasElement) {
             Ok(g) => {
                 c.plan.geo.set_value(g);
                 let _ = canvas.set_attribute("data-points", &pts.len().to_string());
+                // Each point's canvas pixel, so a test can hover it.
+                let px: Vec<String> = pts
+                    .iter()
+                    .map(|q| {
+                        let (x, y) = g.px(q.x, q.y);
+                        format!("{x:.0},{y:.0}")
+                    })
+                    .collect();
+                let _ = canvas.set_attribute("data-points-px", &px.join(";"));
                 c.plan.points.set_value(pts);
             }
             Err(e) => c
