@@ -115,8 +115,8 @@ mod tests {
             base,
             model: "Qwen2.5-7B".into(),
             offers: vec![Offer {
-                gpu: "L4".into(),
-                usd_per_gpu_hour: 0.8,
+                gpu: "A10G".into(),
+                usd_per_gpu_hour: 1.0,
             }],
             tps: vec![1],
             routers: vec![RouterKind::Random],
