@@ -905,6 +905,79 @@ await check('Fleet view: opens from its URL, N and the router change the curves 
   assert(f.errors.length === 0, f.errors.join(' | '));
   await pg.close();
 });
+await check('Plan view: opens from its URL, answers in one sentence naming a fleet the table shows meeting the SLO, the simulated p99 TTFT beside the model\'s, an SLO change re-plans and moves the URL, bad inputs refused beside their field', async () => {
+  const f = await open(`${base}?view=plan&prate=20&slo_ttft=1&slo_tpot=0.05`);
+  const pg = f.page;
+  const done = (prev) => pg.waitForFunction((p) => {
+    const d = document.documentElement.dataset.planDone; return d && d !== p;
+  }, prev, { timeout: 90000 });
+  await done(null);
+  await pg.waitForTimeout(300);
+  numbers.plan_ms = Number(await pg.evaluate(() => document.documentElement.dataset.planMs));
+  const answer = await pg.textContent('#plan-answer');
+  const m = /^The cheapest fleet that meets the SLO \(90\.0 % of requests within TTFT 1\.00 s and TPOT 50\.0 ms at 20 req\/s\) is (\d+ × \S+ \(TP \d+, \w+\)) at \$[\d.]+\/h, confirmed by simulation .*; the binding limit is [\w ]+, headroom -?[\d.]+ %\.$/.exec(answer);
+  assert(m, `answer: ${answer}`);
+  const fleet = m[1];
+  const row = await pg.evaluate((fleet) => {
+    const r = [...document.querySelectorAll('#plan-table tbody tr')].find((r) => r.dataset.simFleet === fleet);
+    return r && { meets: r.dataset.simMeets, answer: r.classList.contains('answer'), cells: [...r.cells].map((c) => c.textContent) };
+  }, fleet);
+  assert(row && row.meets === 'yes' && row.answer, `no row of ${fleet} meeting the SLO in the table: ${JSON.stringify(row)}`);
+  const heads = await pg.$$eval('#plan-table th', (t) => t.map((h) => h.textContent));
+  const model = row.cells[heads.indexOf('p99 TTFT (model)')], sim = row.cells[heads.indexOf('p99 TTFT (sim)')];
+  assert(/^\d[\d.]* m?s$/.test(model) && /^\d[\d.]* m?s ± \d[\d.]* m?s$/.test(sim), `p99 TTFT model ${model}, sim ${sim}`);
+  const a = await chartPixels(pg, 'plan-chart');
+  assert(a.nonWhite > 20000, `Pareto chart looks blank (${a.nonWhite} non-white pixels)`);
+  assert(/view=plan&prate=20&/.test(pg.url()), pg.url());
+  // Hovering the last point drawn (a simulated finalist) names its fleet.
+  const [hx, hy] = await pg.evaluate(() => {
+    const c = document.getElementById('plan-chart');
+    const [x, y] = c.dataset.pointsPx.split(';').pop().split(',').map(Number);
+    const r = c.getBoundingClientRect();
+    return [r.left + x * r.width / c.width, r.top + y * r.height / c.height];
+  });
+  await pg.mouse.move(hx, hy);
+  await pg.waitForTimeout(100);
+  const hover = await pg.textContent('#plan-hover');
+  assert(/^\d+ × \S+ \(TP \d+, \w+\): \$[\d.]+\/h, p99 TTFT .* simulated/.test(hover), `hover: ${hover}`);
+  await pg.screenshot({ path: path.join(shots, 'plan.png'), fullPage: true });
+
+  // A tighter TTFT SLO: a new plan, a new sentence, the URL follows.
+  const prev = await pg.evaluate(() => document.documentElement.dataset.planDone);
+  await pg.fill('input[data-key="slo_ttft"]', '0.3');
+  await pg.dispatchEvent('input[data-key="slo_ttft"]', 'change');
+  await done(prev);
+  await pg.waitForTimeout(300);
+  const after = await pg.textContent('#plan-answer');
+  assert(after !== answer && /TTFT 300 ms/.test(after), `answer after the SLO change: ${after}`);
+  assert(/slo_ttft=0\.3&/.test(pg.url()), `URL does not follow the SLO: ${pg.url()}`);
+  numbers.plan_tight_ms = Number(await pg.evaluate(() => document.documentElement.dataset.planMs));
+
+  // Typed: an attainment of 1.5 is refused beside its field, the URL keeps the last valid plan.
+  const url = pg.url();
+  await pg.fill('input[data-key="att"]', '1.5');
+  await pg.dispatchEvent('input[data-key="att"]', 'change');
+  await pg.waitForSelector('[data-error-for="att"]', { timeout: 10000 });
+  assert(/fraction in \(0, 1\)/.test(await pg.textContent('[data-error-for="att"]')), 'attainment 1.5 not refused');
+  assert(await pg.isVisible('#plan-error') && !(await pg.isVisible('#plan-answer')), 'the answer stays on show beside a bad input');
+  assert(pg.url() === url, `the URL changed to ${pg.url()}`);
+
+  // From the URL: no GPU, a price of 0, an SLO of 0.
+  for (const [q, key, re] of [['gpus=', 'gpus', /at least one/], ['gpus=L4:0', 'price-L4', /> 0/],
+    ['slo_ttft=0', 'slo_ttft', /> 0/], ['att=abc', 'att', /not a valid value/]]) {
+    const bad = await open(`${base}?view=plan&${q}`);
+    await bad.page.waitForSelector(`[data-error-for="${key}"]`, { timeout: 10000 });
+    const msg = await bad.page.textContent(`[data-error-for="${key}"]`);
+    assert(re.test(msg), `${q}: ${msg}`);
+    assert(await bad.page.isVisible('#plan-error'), `${q}: no error in place of the answer`);
+    assert(bad.page.url().includes(q), `${q}: the URL changed to ${bad.page.url()}`);
+    if (q === 'gpus=L4:0') await bad.page.screenshot({ path: path.join(shots, 'plan-bad.png'), fullPage: true });
+    assert(bad.errors.length === 0, `${q}: ${bad.errors.join(' | ')}`);
+    await bad.page.close();
+  }
+  assert(f.errors.length === 0, f.errors.join(' | '));
+  await pg.close();
+});
 await check('reference grid (800 runs) runs in the workers', async () => {
   await page.click('.bench summary');
   // Three runs, each clicked as soon as the last one ends (the first right after a sweep):
@@ -947,5 +1020,7 @@ console.log(`e2e numbers: first chart ${numbers.first_chart_ms} ms after navigat
   `watch, main-thread work per frame while playing: ${numbers.watch_frames}`);
 console.log(`e2e fleet numbers: fleet view's default sweep (N = 4, 8 rates × 5 seeds) ${numbers.fleet_sweep_ms} ms; ` +
   `fleet sweep 10 rates × 4 routers × 5 seeds at N = 8, T = 1000 s: ${numbers.fleet_bench_ms} ms (median ${numbers.fleet_bench_median_ms}; target ≤ 1500 ms: ${numbers.fleet_bench_median_ms <= 1500 ? 'met' : 'NOT met'})`);
+console.log(`e2e plan numbers: the Plan view's default plan (screen + 2 finalists simulated, 2 seeds × 60 s) ${numbers.plan_ms} ms ` +
+  `(target ≤ 3000 ms: ${numbers.plan_ms <= 3000 ? 'met' : 'NOT met'}); with TTFT SLO 300 ms ${numbers.plan_tight_ms} ms`);
 console.log(`e2e: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

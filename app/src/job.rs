@@ -9,6 +9,8 @@ use crate::curves::CurvePoint;
 use crate::fleet::{FleetDetail, FleetModel, FleetState};
 use crate::learn::{LessonOutput, LessonState};
 use crate::params::Params;
+use crate::plan::work::PlanScreen;
+use crate::plan::PlanState;
 use engine::analytic::{
     capacity_bounds, predict, predict_prefix_cache, slo_capacity, CapacityBounds, ModelKind,
     Predicted, Prediction, PrefixPrediction,
@@ -16,6 +18,7 @@ use engine::analytic::{
 use engine::fleet::RouterKind;
 use engine::limits::Limits;
 use engine::metrics::{PrefixSummary, Summary};
+use engine::plan::Confirmed;
 use engine::record::Outcome;
 use engine::sim::{simulate, simulate_requests};
 use engine::sweep::StandIns;
@@ -52,6 +55,13 @@ pub enum Task {
     FleetDetail { fleet: FleetState },
     /// The analytical fleet model at these rates.
     FleetModel { fleet: FleetState, rates: Vec<f64> },
+    /// A worker's share of a plan (the Plan view): the screen if `screen`, and the
+    /// finalists of these ranks confirmed by simulation.
+    Plan {
+        plan: PlanState,
+        screen: bool,
+        ranks: Vec<u32>,
+    },
 }
 
 impl Task {
@@ -61,6 +71,7 @@ impl Task {
             Task::Curve { .. } | Task::Grid { .. } => seeds,
             Task::FleetCurve { routers, .. } => seeds * routers.len() as u32,
             Task::FleetDetail { .. } | Task::FleetModel { .. } => 1,
+            Task::Plan { screen, ranks, .. } => u32::from(*screen) + ranks.len() as u32,
             Task::Detail { .. }
             | Task::Models { .. }
             | Task::Lesson { .. }
@@ -203,6 +214,16 @@ pub enum Reply {
         id: u64,
         model: FleetModel,
     },
+    PlanScreen {
+        id: u64,
+        screen: Box<PlanScreen>,
+    },
+    /// The finalist of `rank` simulated (None: the screen has fewer).
+    PlanConfirmed {
+        id: u64,
+        rank: u32,
+        confirmed: Option<Box<Confirmed>>,
+    },
     /// This worker's share is finished.
     Done {
         id: u64,
@@ -265,6 +286,14 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
             Task::FleetModel { fleet, rates } => Ok(Reply::FleetModel {
                 id,
                 model: crate::fleet::model(fleet, p, rates),
+            }),
+            Task::Plan {
+                plan,
+                screen,
+                ranks,
+            } => crate::plan::work::share(plan, p, id, *screen, ranks, &mut |r| match r {
+                Some(r) => (out.send)(r),
+                None => out.tick(),
             }),
             Task::Watch { requests, seed } => {
                 crate::watch::record(p, *requests, *seed).map(|tape| Reply::Watch {

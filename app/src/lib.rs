@@ -6,7 +6,8 @@
 //! its URL), [`measured`] (file parsers), [`curves`] (aggregation, CSV, capacity) and
 //! [`chart`] (plotters drawing, generic over the backend), [`learn`] (the lessons and
 //! their experiments), [`watch`] (the animation of a short run: its record, replay and
-//! drawing), [`fleet`] (the Fleet view: replicas behind a router, its URL and work).
+//! drawing), [`fleet`] (the Fleet view: replicas behind a router, its URL and work),
+//! [`plan`] (the Plan view: the cheapest fleet that meets an SLO, its URL and work).
 
 pub mod adopt;
 pub mod chart;
@@ -24,6 +25,7 @@ pub mod learn_ui;
 pub mod measured;
 pub mod metric;
 pub mod params;
+pub mod plan;
 pub mod pool;
 pub mod report;
 #[cfg(target_arch = "wasm32")]

@@ -1,7 +1,8 @@
 //! The page (browser only): the Calculator view (parameter panel, answer bar, charts,
 //! drop zone, share/export), the Learn view (lessons, [`crate::learn_ui`]), the Watch
 //! view (the animation of a short run, [`crate::watch_ui`]) and the Fleet view (replicas
-//! behind a router, [`fleet_view`]).
+//! behind a router, [`fleet_view`]) and the Plan view (the cheapest fleet that meets an
+//! SLO, [`plan_view`]).
 //!
 //! State lives in signals; the heavy work goes to the worker [`Pool`]. Every change of
 //! the parameters (or of the open lesson) is written to the URL (`history.replaceState`)
@@ -20,6 +21,7 @@ use crate::learn_ui::{learn_view, LearnSignals, LessonRun};
 use crate::measured::{self, MeasuredSeries, MeasuredSet};
 use crate::metric::Metric;
 use crate::params::{self, Invalid, Params, Preset};
+use crate::plan::{wants_plan, PlanState};
 use crate::pool::Pool;
 use crate::report_ui::report_cards;
 use crate::watch::{wants_watch, WatchState};
@@ -35,12 +37,15 @@ mod calc_chart;
 mod fleet_view;
 mod measured_io;
 mod panel;
+mod plan_table;
+mod plan_view;
 
 use answer::{answer, error_table};
 use calc_chart::draw;
 use fleet_view::FleetSignals;
 use measured_io::{chart_svg, report_signals, take_dropped, EXPORT_H, EXPORT_W};
 use panel::{select_field, text_field};
+use plan_view::PlanSignals;
 
 /// Which chart is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +63,7 @@ pub enum View {
     Learn,
     Watch,
     Fleet,
+    Plan,
 }
 
 /// Progress of the current sweep.
@@ -177,6 +183,7 @@ struct Ctx {
     /// The watch state of the last watched run started (None: none, or cancelled).
     watched: StoredValue<Option<WatchState>>,
     fleet: FleetSignals,
+    plan: PlanSignals,
 }
 
 thread_local! {
@@ -203,6 +210,10 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
     let watch_id = c.watch.run.with_untracked(|r| r.id);
     if fleet_view::claims(c, &reply) {
         fleet_view::on_reply(c, w, reply);
+        return;
+    }
+    if plan_view::claims(c, &reply) {
+        plan_view::on_reply(c, w, reply);
         return;
     }
     match reply {
@@ -320,6 +331,7 @@ fn start_sweep(c: Ctx) {
     let id = next_id();
     c.swept.set_value(Some(p.clone()));
     fleet_view::forget(c);
+    plan_view::forget(c);
     // Submitting cancels whatever the workers ran, a lesson or a watched run included.
     c.learnt.set_value(None);
     c.watched.set_value(None);
@@ -343,6 +355,7 @@ fn start_grid(c: Ctx) {
     let id = next_id();
     c.swept.set_value(None);
     fleet_view::forget(c);
+    plan_view::forget(c);
     let mut tasks = reference_grid();
     tasks.reverse();
     let shares = shard(tasks, n);
@@ -370,6 +383,7 @@ fn start_lesson(c: Ctx) {
     c.swept.set_value(None);
     c.watched.set_value(None);
     fleet_view::forget(c);
+    plan_view::forget(c);
     c.learn.run.update(|r| {
         r.id = id;
         r.running = true;
@@ -402,6 +416,7 @@ fn start_watch(c: Ctx) {
     c.swept.set_value(None);
     c.learnt.set_value(None);
     fleet_view::forget(c);
+    plan_view::forget(c);
     c.watch.playing.set(false);
     c.watch.tape.set(None);
     c.watch.run.set(crate::watch_ui::WatchRun {
@@ -476,6 +491,8 @@ pub fn App() -> impl IntoView {
     let (watch0, watch_errs) = WatchState::from_query(&search);
     let fleet_first = wants_fleet(&search);
     let (fleet0, fleet_params, fleet_bad) = FleetState::from_query(&search);
+    let plan_first = wants_plan(&search);
+    let (plan0, plan_params, plan_bad) = PlanState::from_query(&search);
     // A lesson URL carries only the lesson's keys: the calculator starts at its default.
     // A watch URL carries the calculator's: the calculator starts on the watched server.
     let (initial, url_errs) = if learn_first {
@@ -484,6 +501,8 @@ pub fn App() -> impl IntoView {
         (watch0.params.clone(), Vec::new())
     } else if fleet_first {
         (fleet_params, Vec::new())
+    } else if plan_first {
+        (plan_params, Vec::new())
     } else {
         Params::read_query(&search)
     };
@@ -499,11 +518,12 @@ pub fn App() -> impl IntoView {
         })
         .collect();
     // The calculator's URL as last written: the user's own until the state is valid.
-    let calculator_url = StoredValue::new(if learn_first || watch_first || fleet_first {
-        initial.to_query()
-    } else {
-        search.trim_start_matches('?').to_string()
-    });
+    let calculator_url =
+        StoredValue::new(if learn_first || watch_first || fleet_first || plan_first {
+            initial.to_query()
+        } else {
+            search.trim_start_matches('?').to_string()
+        });
     let (lesson0, lesson_errs) = LessonState::from_query(&search);
     let params = RwSignal::new(initial);
     let measured = RwSignal::new(Vec::<MeasuredSet>::new());
@@ -531,6 +551,8 @@ pub fn App() -> impl IntoView {
             View::Watch
         } else if fleet_first {
             View::Fleet
+        } else if plan_first {
+            View::Plan
         } else {
             View::Calculator
         }),
@@ -554,6 +576,12 @@ pub fn App() -> impl IntoView {
             params,
             search.trim_start_matches('?').to_string(),
         ),
+        plan: PlanSignals::new(
+            plan0,
+            if plan_first { plan_bad } else { Vec::new() },
+            params,
+            search.trim_start_matches('?').to_string(),
+        ),
     };
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));
@@ -571,6 +599,7 @@ pub fn App() -> impl IntoView {
             View::Learn => c.learn.state.with(|s| s.to_query()),
             View::Watch => c.watch.state.with(|s| s.to_query()),
             View::Fleet => fleet_view::query(c),
+            View::Plan => plan_view::query(c),
         };
         if let Ok(h) = window().history() {
             let _ =
@@ -634,6 +663,7 @@ pub fn App() -> impl IntoView {
             }
         })));
     });
+    plan_view::replan_on_change(c);
     // Lesson state (debounced) → a new lesson run, while the Learn view is shown.
     let lesson_pending = StoredValue::new_local(None::<Timeout>);
     Effect::new(move |_| {
@@ -826,6 +856,8 @@ pub fn App() -> impl IntoView {
                        on:click=move |_| c.view.set(View::Watch)>"Watch"</button>
                    <button id="view-fleet" class="tab" class:active=move || c.view.get() == View::Fleet
                        on:click=move |_| c.view.set(View::Fleet)>"Fleet"</button>
+                   <button id="view-plan" class="tab" class:active=move || c.view.get() == View::Plan
+                       on:click=move |_| c.view.set(View::Plan)>"Plan"</button>
                </nav>
            </header>
            <div style:display=move || if c.view.get() == View::Learn { "" } else { "none" }>
@@ -839,6 +871,9 @@ pub fn App() -> impl IntoView {
            </div>
            <Show when=move || c.view.get() == View::Fleet>
                <div id="fleet">{fleet_view::fleet_view(c)}</div>
+           </Show>
+           <Show when=move || c.view.get() == View::Plan>
+               <div id="plan">{plan_view::plan_view(c)}</div>
            </Show>
            <div id="calculator" style:display=move || if c.view.get() == View::Calculator { "" } else { "none" }>
            <div class="toolbar">

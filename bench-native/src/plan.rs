@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use engine::fleet::RouterKind;
 use engine::plan::{self, Confirmed, Offer, PlanSpec, Screen, Screened};
+use engine::plan_profile;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -154,26 +155,27 @@ pub enum PlanFormat {
 
 /// `HOURS:RATE` segments.
 fn profile(items: &[String]) -> Result<Vec<(f64, f64)>, ArgError> {
-    items
+    let bad = |s: &str| {
+        ArgError::Conflict(format!(
+            "--profile: '{s}' is not HOURS:RATE with finite hours > 0 and a finite rate > 0"
+        ))
+    };
+    let segs = items
         .iter()
         .map(|s| {
-            let bad = || {
-                ArgError::Conflict(format!(
-                    "--profile: '{s}' is not HOURS:RATE with finite hours > 0 and a finite rate > 0"
-                ))
-            };
-            let (h, r) = s.split_once(':').ok_or_else(bad)?;
-            let (h, r): (f64, f64) = (
-                h.trim().parse().map_err(|_| bad())?,
-                r.trim().parse().map_err(|_| bad())?,
-            );
-            if h.is_finite() && h > 0.0 && r.is_finite() && r > 0.0 {
-                Ok((h, r))
-            } else {
-                Err(bad())
-            }
+            let (h, r) = s.split_once(':').ok_or_else(|| bad(s))?;
+            let h: f64 = h.trim().parse().map_err(|_| bad(s))?;
+            let r: f64 = r.trim().parse().map_err(|_| bad(s))?;
+            Ok((h, r))
         })
-        .collect()
+        .collect::<Result<Vec<_>, ArgError>>()?;
+    match segs
+        .iter()
+        .position(|seg| plan_profile::check(&[*seg]).is_err())
+    {
+        Some(i) => Err(bad(&items[i])),
+        None => Ok(segs),
+    }
 }
 
 fn offers(items: &[String]) -> Result<Vec<Offer>, ArgError> {
@@ -534,7 +536,7 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
     } else {
         profile(&a.profile)?
     };
-    let peak = segments.iter().map(|s| s.1).fold(0.0, f64::max);
+    let peak = plan_profile::peak(&segments);
     eprintln!(
         "planning for {} req/s: screening, then simulating the {} cheapest over {} seeds…",
         crate::args::num(peak),
@@ -561,36 +563,23 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
         }
         PlanFormat::Json => {}
     }
-    let mut resized = Vec::new();
     if !a.profile.is_empty() {
         // The peak's cheapest family at each segment's rate.
         let Some(best) = ans.screen.best() else {
             return Ok(());
         };
-        let mut fixed = 0.0;
-        let mut scaled = 0.0;
         let per_replica = best.usd_per_hour / best.replicas as f64;
         let peak_n = ans
             .confirmed
             .first()
             .filter(|c| c.meets)
             .map_or(best.replicas, |c| c.replicas);
-        for &(h, r) in &segments {
-            let mut one = a.spec(r)?;
-            one.offers.retain(|o| o.gpu == best.gpu);
-            one.tps = vec![best.tp];
-            one.routers = vec![best.router];
-            let s = plan::screen(&one)?;
-            let n = s.best().map(|x| x.replicas);
-            fixed += h * per_replica * peak_n as f64;
-            scaled += h * per_replica * n.unwrap_or(peak_n) as f64;
-            resized.push(json!({"hours": h, "rate_rps": r, "replicas": n}));
-        }
-        let total_h: f64 = segments.iter().map(|s| s.0).sum();
+        let segs = plan_profile::segments(&ans.spec, best, &segments)?;
+        let c = plan_profile::cost(&segs, per_replica, peak_n);
         match a.format {
             PlanFormat::Json => {
                 let mut v = json_of(&ans);
-                v["profile"] = json!({"segments": resized, "fixed_usd": fixed, "resized_usd": scaled, "hours": total_h});
+                v["profile"] = json!({"segments": segs, "fixed_usd": c.fixed_usd, "resized_usd": c.resized_usd, "hours": c.hours});
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }
             _ => {
@@ -598,13 +587,18 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
                     "\nProfile, {} of the peak's fleet type per segment (model):",
                     fleet_name(best).split_once(" × ").map_or("", |x| x.1)
                 );
-                for seg in &resized {
+                for seg in &segs {
                     println!(
                         "  {:>6} h at {:>8} req/s: {} replicas",
-                        seg["hours"], seg["rate_rps"], seg["replicas"]
+                        seg.hours,
+                        seg.rate_rps,
+                        seg.replicas.map_or("null".to_string(), |n| n.to_string())
                     );
                 }
-                println!("  over {total_h} h: fixed at the peak's {peak_n} replicas ${fixed:.2}; resized per segment ${scaled:.2}");
+                println!(
+                    "  over {} h: fixed at the peak's {peak_n} replicas ${:.2}; resized per segment ${:.2}",
+                    c.hours, c.fixed_usd, c.resized_usd
+                );
             }
         }
     }

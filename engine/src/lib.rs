@@ -57,6 +57,7 @@ pub mod limits;
 pub mod metrics;
 mod num;
 pub mod plan;
+pub mod plan_profile;
 pub mod record;
 pub mod scheduler;
 pub mod sim;

@@ -105,6 +105,8 @@ fn id_of(r: &Reply) -> Option<u64> {
         | Reply::FleetPoints { id, .. }
         | Reply::FleetDetail { id, .. }
         | Reply::FleetModel { id, .. }
+        | Reply::PlanScreen { id, .. }
+        | Reply::PlanConfirmed { id, .. }
         | Reply::Done { id }
         | Reply::Error { id, .. } => Some(*id),
     }
@@ -213,6 +215,7 @@ pub(super) fn start(c: Ctx) {
     c.swept.set_value(None);
     c.learnt.set_value(None);
     c.watched.set_value(None);
+    super::plan_view::forget(c);
     c.fleet.run.set(RunState {
         id,
         total,
@@ -249,6 +252,7 @@ fn start_bench(c: Ctx) {
     c.swept.set_value(None);
     c.learnt.set_value(None);
     c.watched.set_value(None);
+    super::plan_view::forget(c);
     c.fleet.run.set(RunState {
         id,
         total: rates.len() as u32 * BENCH_ROUTERS.len() as u32 * params.seeds,
