@@ -521,6 +521,7 @@ pub fn chart(p: &Params, s: &PlanScreen, confirmed: &[Confirmed]) -> (XyPanel, V
                 points: front,
                 line: true,
                 dots: true,
+                ci: Vec::new(),
             },
             Series {
                 name: "each candidate at its smallest fleet (model)".into(),
@@ -528,6 +529,7 @@ pub fn chart(p: &Params, s: &PlanScreen, confirmed: &[Confirmed]) -> (XyPanel, V
                 points: smallest,
                 line: false,
                 dots: true,
+                ci: Vec::new(),
             },
             Series {
                 name: "finalists simulated".into(),
@@ -535,6 +537,7 @@ pub fn chart(p: &Params, s: &PlanScreen, confirmed: &[Confirmed]) -> (XyPanel, V
                 points: sim,
                 line: false,
                 dots: true,
+                ci: Vec::new(),
             },
         ],
         vlines: vec![(format!("SLO TTFT {}", latency(p.slo_ttft_s)), p.slo_ttft_s)],
