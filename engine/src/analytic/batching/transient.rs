@@ -60,7 +60,7 @@ pub(super) fn occupancy_integral(births: &[f64], deaths: &[f64], horizon: f64) -
                 });
             pre = head;
             let span = horizon - elapsed;
-            match chain.law_at(&p, span).filter(|_| span > 0.0) {
+            match (span > 0.0).then(|| chain.law_at(&p, span)).flatten() {
                 Some(p_t) => (p, p_t, span),
                 None => {
                     // Settled (or at T): the rest of the horizon is spent at p.
@@ -78,6 +78,25 @@ pub(super) fn occupancy_integral(births: &[f64], deaths: &[f64], horizon: f64) -
         x[n] = pre[n] + occ[n];
     }
     x
+}
+
+/// `−S`, S the chain's generator symmetrised by `√π`: its diagonal `b_n + d_n` and
+/// off-diagonal `√(b_n·d_{n+1})` (births at `top` ignored).
+fn minus_s(births: &[f64], deaths: &[f64], top: usize) -> (Vec<f64>, Vec<f64>) {
+    let b = |n: usize| if n < top { births[n] } else { 0.0 };
+    let diag = (0..=top)
+        .map(|n| b(n) + if n > 0 { deaths[n] } else { 0.0 })
+        .collect();
+    let off = (0..top).map(|n| libm::sqrt(b(n) * deaths[n + 1])).collect();
+    (diag, off)
+}
+
+/// The law `p` in symmetrised coordinates, `p/√π` (0 where `p` has no mass).
+fn symmetrised(p: &[f64], pi: &[f64]) -> Vec<f64> {
+    p.iter()
+        .zip(pi)
+        .map(|(x, q)| if *x > 0.0 { x / libm::sqrt(*q) } else { 0.0 })
+        .collect()
 }
 
 /// A birth–death chain on `0..=top` (births at `top` ignored) and its stationary law.

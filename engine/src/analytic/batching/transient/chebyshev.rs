@@ -21,11 +21,7 @@ pub(super) fn transient_law(
     horizon: f64,
 ) -> Vec<f64> {
     let m = top + 1;
-    let b = |n: usize| if n < top { births[n] } else { 0.0 };
-    let off: Vec<f64> = (0..top).map(|n| libm::sqrt(b(n) * deaths[n + 1])).collect();
-    let diag: Vec<f64> = (0..m)
-        .map(|n| b(n) + if n > 0 { deaths[n] } else { 0.0 })
-        .collect();
+    let (diag, off) = super::minus_s(births, deaths, top);
     let l = (0..m)
         .map(|n| {
             diag[n] + if n > 0 { off[n - 1] } else { 0.0 } + if n < top { off[n] } else { 0.0 }
@@ -65,11 +61,7 @@ pub(super) fn transient_law(
         }
     }
     let mut t0 = vec![0.0; w];
-    for n in 0..m {
-        if start[n] > 0.0 {
-            t0[n + 1] = start[n] / libm::sqrt(pi[n]);
-        }
-    }
+    t0[1..=m].copy_from_slice(&super::symmetrised(start, pi));
     let mut t1 = vec![0.0; w];
     for i in 1..w - 1 {
         t1[i] = bd[i] * t0[i] + lo[i] * t0[i - 1] + up[i] * t0[i + 1];

@@ -29,11 +29,8 @@ pub(super) fn slow_mode_law(
     }
     let m = top + 1;
     let b = |n: usize| if n < top { births[n] } else { 0.0 };
-    let diag: Vec<f64> = (0..m)
-        .map(|n| b(n) + if n > 0 { deaths[n] } else { 0.0 })
-        .collect();
+    let (diag, off) = super::minus_s(births, deaths, top);
     let off2: Vec<f64> = (0..top).map(|n| b(n) * deaths[n + 1]).collect();
-    let off: Vec<f64> = off2.iter().map(|&x| libm::sqrt(x)).collect();
     let l = (0..m)
         .map(|n| {
             diag[n] + if n > 0 { off[n - 1] } else { 0.0 } + if n < top { off[n] } else { 0.0 }
@@ -58,11 +55,7 @@ pub(super) fn slow_mode_law(
     };
     let neg_off: Vec<f64> = off.iter().map(|o| -o).collect();
     let tol = 1e-15 * l;
-    let y0: Vec<f64> = start
-        .iter()
-        .zip(pi)
-        .map(|(x, p)| if *x > 0.0 { x / libm::sqrt(*p) } else { 0.0 })
-        .collect();
+    let y0 = super::symmetrised(start, pi);
     let mut y: Vec<f64> = pi.iter().map(|p| libm::sqrt(*p)).collect();
     let mut modes: Vec<Vec<f64>> = vec![pi.iter().map(|p| libm::sqrt(*p)).collect()];
     let mut prev = 0.0;

@@ -27,19 +27,11 @@ pub(super) fn transient_law(
     horizon: f64,
 ) -> Vec<f64> {
     let m = top + 1;
-    let b = |n: usize| if n < top { births[n] } else { 0.0 };
-    // −S·T: diagonal and off-diagonal.
-    let diag: Vec<f64> = (0..m)
-        .map(|n| horizon * (b(n) + if n > 0 { deaths[n] } else { 0.0 }))
-        .collect();
-    let off: Vec<f64> = (0..top)
-        .map(|n| -horizon * libm::sqrt(b(n) * deaths[n + 1]))
-        .collect();
-    let y0: Vec<f64> = start
-        .iter()
-        .zip(pi)
-        .map(|(x, p)| if *x > 0.0 { x / libm::sqrt(*p) } else { 0.0 })
-        .collect();
+    // −S·T: diagonal and off-diagonal (the matrix's, so −T times S's).
+    let (mut diag, mut off) = super::minus_s(births, deaths, top);
+    diag.iter_mut().for_each(|d| *d *= horizon);
+    off.iter_mut().for_each(|o| *o *= -horizon);
+    let y0 = super::symmetrised(start, pi);
     let nf = NODES as f64;
     let h = 2.0 * std::f64::consts::PI / nf;
     let mut y = vec![0.0; m];
