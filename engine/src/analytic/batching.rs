@@ -23,8 +23,9 @@
 //! 4. **Transient** ([`transient`]): the birth–death chain on n (births λ a(n), deaths
 //!    D(n)) is integrated from an empty server over the horizon (`∫₀ᵀ p dt` from the law at
 //!    T by the flux identity), so near-critical loads whose queue fills over hundreds of
-//!    seconds, and the cut horizon's unfinished requests, are accounted for; PASTA uses the
-//!    time-averaged distribution. Goodput with a cut horizon is `Σ_n D(n)·∫p_n dt / T`
+//!    seconds, and the cut horizon's unfinished requests, are accounted for. Poisson
+//!    arrivals find the time-averaged law (PASTA); smoother ones find it as departures
+//!    alone leave it after `τ = (1 − c_a²)/(2λ)` ([`arrival_seen`]). Goodput with a cut horizon is `Σ_n D(n)·∫p_n dt / T`
 //!    (accepted minus those still in system at T).
 //!    **Service variability**: with a queue (n > B) the number in system moves like a
 //!    diffusion of drift `λ a(n) − D` and variance `λ a(n) + c²·D`, c² the service-time
@@ -166,6 +167,33 @@ struct FixedPoint {
 
 /// Acceptance-weighted means over the time-average law: (accepted share, mean prompt,
 /// mean output, mean squared output) of the accepted arrivals.
+/// The law of the number in system that arrivals find. Poisson arrivals find the
+/// time-averaged law (PASTA); a smoother stream's arrival comes a whole gap after the one
+/// before, where the time average looks on average `E[A²]/(2E[A]) = (1 + c_a²)/(2λ)`
+/// after it, so arrivals find the system as it is after `τ = (1 − c_a²)/(2λ)` more of
+/// departures alone: the time-averaged law carried forward by the pure-death flow of the
+/// real departure rates over τ. Burstier streams (c_a² ≥ 1) keep the time average.
+fn arrival_seen(avg: &[f64], deaths: &[f64], lambda: f64, arrival_scv: f64) -> Vec<f64> {
+    let mut q = avg.to_vec();
+    if arrival_scv.is_nan() || arrival_scv >= 1.0 || lambda.is_nan() || lambda <= 0.0 {
+        return q;
+    }
+    let tau = 0.5 * (1.0 - arrival_scv) / lambda;
+    let d_max = deaths.iter().copied().fold(0.0, f64::max);
+    let steps = (d_max * tau / 0.1).ceil().clamp(1.0, 1000.0) as usize;
+    let dt = tau / steps as f64;
+    for _ in 0..steps {
+        let mut carry = 0.0;
+        for n in (0..q.len()).rev() {
+            let out = (deaths[n] * dt).min(1.0) * q[n];
+            q[n] += carry - out;
+            carry = out;
+        }
+        // A death from state 0 cannot happen (deaths[0] = 0); `carry` is then 0.
+    }
+    q
+}
+
 fn accepted_means(avg: &[f64], states: &[StateInfo]) -> (f64, f64, f64, f64) {
     let accepted: f64 = avg.iter().zip(states).map(|(x, s)| x * s.accept).sum();
     let mean = |f: fn(&StateInfo) -> f64| {
@@ -386,10 +414,11 @@ impl Setup<'_> {
         };
         let (pf_new, st_new) = svc.cost_row(new_p);
         let m = self.m;
+        let seen = arrival_seen(&avg, &deaths, lambda, self.arrival_scv / self.pooled);
         let inputs = TtftInputs {
             svc,
             states,
-            avg: &avg,
+            avg: &seen,
             deaths: &deaths,
             d_full: rates.d_full,
             pf_new: &pf_new,
@@ -451,6 +480,53 @@ impl Setup<'_> {
 mod tests {
     use super::*;
     use crate::analytic::reference_mmc::prefill_tokens;
+
+    /// D/M/1 (deterministic arrivals at λ, exponential service at μ): the time-averaged
+    /// law is `p_0 = 1 − ρ`, `p_n = ρ(1 − σ)σ^(n−1)`, and arrivals find `(1 − σ)σ^n`
+    /// exactly, σ the root of `σ = exp(−(1 − σ)/ρ)`. The departure flow over τ = 1/(2λ)
+    /// takes off all but a few percent of the time average's excess over the mean
+    /// arrivals find, and keeps the mass; Poisson arrivals and
+    /// burstier ones are left at the time average.
+    #[test]
+    fn arrivals_find_what_the_departure_flow_leaves_d_m_1() {
+        for rho in [0.5_f64, 0.7, 0.9] {
+            let (lambda, mu) = (rho, 1.0);
+            let mut sigma = rho;
+            for _ in 0..200 {
+                sigma = (-(1.0 - sigma) / rho).exp();
+            }
+            let n_max = 400;
+            let avg: Vec<f64> = (0..n_max)
+                .map(|n| match n {
+                    0 => 1.0 - rho,
+                    _ => rho * (1.0 - sigma) * sigma.powi(n as i32 - 1),
+                })
+                .collect();
+            let deaths: Vec<f64> = (0..n_max).map(|n| if n == 0 { 0.0 } else { mu }).collect();
+            let seen = arrival_seen(&avg, &deaths, lambda, 0.0);
+            let mass: f64 = seen.iter().sum();
+            let total: f64 = avg.iter().sum();
+            assert!(
+                (mass - total).abs() < 1e-12,
+                "ρ {rho}: mass {mass} vs {total}"
+            );
+            let mean = |q: &[f64]| q.iter().enumerate().map(|(n, x)| n as f64 * x).sum::<f64>();
+            let exact = sigma / (1.0 - sigma);
+            let (got, time_avg) = (mean(&seen), mean(&avg));
+            assert!(
+                time_avg > exact * 1.1,
+                "ρ {rho}: the time average is no test"
+            );
+            let excess = time_avg - exact;
+            assert!(
+                (got - exact).abs() < 0.06 * excess,
+                "ρ {rho}: {got} vs exact {exact} (time average {time_avg})"
+            );
+            for scv in [1.0, 2.0] {
+                assert_eq!(arrival_seen(&avg, &deaths, lambda, scv), avg);
+            }
+        }
+    }
 
     #[test]
     fn a_kv_cache_that_fits_no_request_is_an_error_not_nan() {
