@@ -528,6 +528,38 @@ await check('prefix cache in the calculator: the controls change the URL, a hit 
   assert(new URL(b.page.url()).searchParams.get('sps') === '1.5', b.page.url());
   await b.page.close();
 });
+await check('real trace exports dropped on the trace control: a Mooncake trace\'s hash_ids give a prefix-cache hit rate, a BurstGPT trace says what it skipped', async () => {
+  const c = await open(`${base}?preset=vllm-a10g&seeds=2&pc=apc`);
+  const p = c.page;
+  await sweepDone(p, null);
+  const drop = async (name, file) => {
+    const text = fs.readFileSync(path.join(here, '..', 'data', 'traces', file), 'utf8');
+    const prev = await p.evaluate(() => document.documentElement.dataset.sweepDone);
+    const dt = await p.evaluateHandle(([x, n]) => {
+      const d = new DataTransfer();
+      d.items.add(new File([x], n, { type: 'text/plain' }));
+      return d;
+    }, [text, name]);
+    await p.dispatchEvent('#trace-drop', 'drop', { dataTransfer: dt });
+    await sweepDone(p, prev);
+    await p.waitForTimeout(300);
+  };
+  await drop('mooncake-sample.jsonl', 'mooncake-sample.jsonl');
+  assert(!(await p.$('#trace-error')), await p.textContent('#trace-error').catch(() => ''));
+  const info = await p.textContent('#trace-info');
+  assert(/^mooncake-sample\.jsonl \(a Mooncake trace, no lines skipped\): 300 requests over [\d.]+ s \([\d.]+ req\/s recorded\), each request with its own lengths\. .*hash_ids mark the prompt blocks requests share/.test(info), info);
+  await p.waitForSelector('#prefix-stats');
+  const hit = Number((await p.textContent('#prefix-hit-rate')).replace(' %', ''));
+  assert(hit > 10, `hit rate ${hit} % from the trace's hash_ids`);
+  await p.screenshot({ path: path.join(shots, 'trace-mooncake.png'), fullPage: true });
+  await drop('burstgpt-sample.csv', 'burstgpt-sample.csv');
+  const said = await p.textContent('#trace-info');
+  assert(/^burstgpt-sample\.csv \(a BurstGPT trace, skipped 18 failed requests \(0 response tokens\)\): 282 requests/.test(said), said);
+  assert(!/hash_ids/.test(said), said);
+  assert(c.errors.length === 0, c.errors.join(' | '));
+  await p.close();
+});
+
 const watchDone = (page, prev) => page.waitForFunction((p) => {
   const d = document.documentElement.dataset.watchDone; return d && d !== p;
 }, prev, { timeout: 60000 });

@@ -16,7 +16,7 @@ mod users;
 pub use arrivals::{ArrivalProcess, TraceRequest};
 pub use lengths::{LengthDist, LengthMoments, MixtureClass};
 pub use shared::{Conversations, SharedTokens, SystemPrompts};
-pub use trace::{parse_trace, Position, Trace, TraceError};
+pub use trace::{parse_trace, read_any_trace, Position, ReadTrace, Trace, TraceError};
 pub use users::UserSource;
 
 use arrivals::GapSampler;

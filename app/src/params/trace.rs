@@ -9,7 +9,7 @@
 
 use super::{fmt_num, Invalid, Params};
 use engine::limits::LimitError;
-use engine::workload::{parse_trace, Trace, TraceError, Workload};
+use engine::workload::{read_any_trace, Trace, Workload};
 use engine::ConfigError;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -27,6 +27,10 @@ pub struct TraceInUse {
     /// The trace; `None` when the URL names a trace this page has not loaded.
     #[serde(default, with = "shared")]
     pub data: Option<Arc<Trace>>,
+    /// For a Mooncake, BurstGPT or Azure export: its format and what its import skipped,
+    /// as the page says it.
+    #[serde(default)]
+    pub imported: Option<String>,
 }
 
 impl PartialEq for TraceInUse {
@@ -77,23 +81,31 @@ pub fn url_name(name: &str) -> String {
         .collect()
 }
 
-/// Reads a trace file's text (`name`: the file's name) into the trace the page uses.
+/// Reads a trace file's text (`name`: the file's name) into the trace the page uses: one
+/// of kvqueue's JSON forms, or a Mooncake, BurstGPT or Azure export (recognised by its
+/// first line, imported by its documented columns; the engine's [`read_any_trace`], as
+/// `bench-native --trace` reads it).
 ///
 /// # Errors
-/// The engine's [`TraceError`] (with the line and column of the entry at fault), or a
-/// trace whose arrivals are all at 0 s (no time scale to stretch to a rate).
+/// The parser's or the import's message (with the line, and the column where there is
+/// one), or a trace whose arrivals are all at 0 s (no time scale to stretch to a rate).
 pub fn load(name: &str, text: &str) -> Result<TraceInUse, String> {
-    let trace = parse_trace(text).map_err(|e: TraceError| e.to_string())?;
+    let read = read_any_trace(text)?;
+    let trace = read.trace;
     if trace.rate().is_nan() || trace.rate() <= 0.0 {
         return Err(format!(
             "every arrival is at {} s: the trace has no time scale to stretch to a rate",
             fmt_num(trace.last_arrival())
         ));
     }
+    let imported = read
+        .imported
+        .map(|(format, skipped)| format!("a {} trace, {}", format.title(), skipped.describe()));
     Ok(TraceInUse {
         name: url_name(name),
         id: digest(text),
         data: Some(Arc::new(trace)),
+        imported,
     })
 }
 
@@ -119,8 +131,17 @@ impl TraceInUse {
         } else {
             "lengths from the Lengths control"
         };
+        let source = self
+            .imported
+            .as_ref()
+            .map_or(String::new(), |i| format!(" ({i})"));
+        let blocks = if t.blocks.is_some() {
+            " Its hash_ids mark the prompt blocks requests share, which a prefix cache (paged KV) can hit."
+        } else {
+            ""
+        };
         format!(
-            "{}: {} requests over {} s ({} req/s recorded), {lengths}. Each run replays it time-scaled to its rate λ.",
+            "{}{source}: {} requests over {} s ({} req/s recorded), {lengths}. Each run replays it time-scaled to its rate λ.{blocks}",
             self.name,
             t.len(),
             fmt_num(round3(t.last_arrival())),
@@ -156,7 +177,7 @@ impl Params {
                 .or_else(|| t.lengths.clone())
                 .unwrap_or(page.lengths),
             max_model_len: t.max_model_len,
-            shared: page.shared,
+            shared: t.shared().or(page.shared),
         }
     }
 
@@ -185,6 +206,7 @@ impl Params {
             name: String::new(),
             id: String::new(),
             data: None,
+            imported: None,
         };
         match key {
             "trace" if v.is_empty() => {
@@ -253,6 +275,7 @@ impl Params {
 mod tests {
     use super::*;
     use engine::workload::ArrivalProcess;
+    use engine::{KvMode, PrefixCache};
 
     const REQUESTS: &str = r#"[{"arrival": 0.0, "prompt": 100, "output": 20},
  {"arrival": 1.0, "prompt": 300, "output": 40},
@@ -266,6 +289,75 @@ mod tests {
         };
         p.use_trace(load("my trace.json", REQUESTS).unwrap());
         p
+    }
+
+    const MOONCAKE: &str = include_str!("../../../data/traces/mooncake-sample.jsonl");
+    const BURSTGPT: &str = include_str!("../../../data/traces/burstgpt-sample.csv");
+    const AZURE: &str = include_str!("../../../data/traces/azure-sample.csv");
+
+    /// The shipped exports load as the CLI reads them, each request with its lengths;
+    /// a Mooncake trace's hash_ids become the blocks its requests share, so a prefix cache
+    /// hits on them, and without the cache nothing is looked up.
+    #[test]
+    fn real_trace_exports_load_and_a_mooncake_trace_shares_its_blocks() {
+        for (name, text, format) in [
+            ("m.jsonl", MOONCAKE, "Mooncake"),
+            ("b.csv", BURSTGPT, "BurstGPT"),
+            ("a.csv", AZURE, "Azure"),
+        ] {
+            let t = load(name, text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let data = t.data.as_deref().unwrap();
+            let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+            let header = usize::from(format != "Mooncake");
+            // The BurstGPT sample records 18 failed requests (0 response tokens).
+            let failed = if format == "BurstGPT" { 18 } else { 0 };
+            assert_eq!(data.len(), lines - header - failed, "{name}");
+            assert!(data.has_lengths(), "{name}");
+            assert_eq!(data.blocks.is_some(), format == "Mooncake", "{name}");
+            let said = t.describe();
+            let skipped = match failed {
+                0 => "no lines skipped".to_string(),
+                n => format!("skipped {n} failed requests (0 response tokens)"),
+            };
+            assert!(
+                said.contains(&format!("a {format} trace, {skipped}")),
+                "{said}"
+            );
+            assert_eq!(said.contains("hash_ids"), format == "Mooncake", "{said}");
+        }
+        let mut p = Params {
+            kv_mode: KvMode::Paged,
+            block_size: 16,
+            ..Params::default()
+        };
+        p.use_trace(load("m.jsonl", MOONCAKE).unwrap());
+        let rate = p.rate;
+        for (cache, hits) in [(PrefixCache::Apc, true), (PrefixCache::Off, false)] {
+            p.prefix_cache = cache;
+            assert_eq!(p.check_shared(), Ok(()));
+            let cfg = p.sim_config(rate, 0);
+            assert!(matches!(
+                cfg.workload.shared,
+                Some(engine::workload::SharedTokens::Blocks { .. })
+            ));
+            let r = engine::sim::simulate(&cfg).unwrap();
+            let hit = r
+                .stats
+                .prefix
+                .map_or(0.0, |x| x.block_hit_rate.unwrap_or(0.0));
+            assert_eq!(hit > 0.1, hits, "{cache:?}: block hit rate {hit}");
+        }
+    }
+
+    /// A malformed export is refused with its line; nothing is loaded.
+    #[test]
+    fn a_malformed_export_is_refused_with_its_line() {
+        let bad = MOONCAKE.replacen("\"output_length\": 154", "\"output_length\": -3", 1);
+        let e = load("m.jsonl", &bad).unwrap_err();
+        assert!(e.starts_with("mooncake trace: line 1"), "{e}");
+        let bad = BURSTGPT.replacen("0,GPT-4,415", "0,GPT-4,abc", 1);
+        let e = load("b.csv", &bad).unwrap_err();
+        assert!(e.starts_with("burstgpt trace: line 2"), "{e}");
     }
 
     #[test]

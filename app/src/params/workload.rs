@@ -136,8 +136,8 @@ impl Params {
             return Err(Invalid {
                 key: Some(key),
                 message: format!(
-                    "{}: a trace brings its own requests, with nothing shared between them; \
-                     remove the trace, or turn system prompts and conversations off",
+                    "{}: a trace brings its own requests, and a Mooncake trace what they \
+                     share; remove the trace, or turn system prompts and conversations off",
                     if self.shared.system {
                         "system prompts"
                     } else {

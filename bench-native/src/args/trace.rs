@@ -164,21 +164,7 @@ impl TraceFile {
             ArrivalProcess::Trace { requests } => requests.len(),
             _ => 0,
         };
-        let mut skipped = Vec::new();
-        if i.skipped.failed > 0 {
-            skipped.push(format!(
-                "{} failed requests (0 response tokens)",
-                i.skipped.failed
-            ));
-        }
-        if i.skipped.blank > 0 {
-            skipped.push(format!("{} blank lines", i.skipped.blank));
-        }
-        let skipped = if skipped.is_empty() {
-            "no lines skipped".to_string()
-        } else {
-            format!("skipped {}", skipped.join(" and "))
-        };
+        let skipped = i.skipped.describe();
         Some(format!(
             "imported {n} requests from a {} trace in {:.1} ms; {skipped}",
             i.format,

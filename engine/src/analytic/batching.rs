@@ -499,7 +499,7 @@ mod tests {
             let avg: Vec<f64> = (0..n_max)
                 .map(|n| match n {
                     0 => 1.0 - rho,
-                    _ => rho * (1.0 - sigma) * sigma.powi(n as i32 - 1),
+                    _ => rho * (1.0 - sigma) * sigma.powi(n - 1),
                 })
                 .collect();
             let deaths: Vec<f64> = (0..n_max).map(|n| if n == 0 { 0.0 } else { mu }).collect();

@@ -45,6 +45,15 @@ impl TraceFormat {
         }
     }
 
+    /// The name its authors give it, for prose (`Mooncake`, `BurstGPT`, `Azure`).
+    pub fn title(self) -> &'static str {
+        match self {
+            TraceFormat::Mooncake => "Mooncake",
+            TraceFormat::BurstGpt => "BurstGPT",
+            TraceFormat::Azure => "Azure",
+        }
+    }
+
     /// The format a name stands for (`mooncake`, `burstgpt`, `azure`).
     pub fn from_name(name: &str) -> Option<TraceFormat> {
         match name.to_ascii_lowercase().as_str() {
@@ -93,6 +102,26 @@ pub struct Skipped {
 impl Skipped {
     pub fn total(&self) -> u64 {
         self.blank + self.failed
+    }
+
+    /// What was skipped and why, for a message: `no lines skipped`, or e.g. `skipped 18
+    /// failed requests (0 response tokens) and 2 blank lines`.
+    pub fn describe(&self) -> String {
+        let mut skipped = Vec::new();
+        if self.failed > 0 {
+            skipped.push(format!(
+                "{} failed requests (0 response tokens)",
+                self.failed
+            ));
+        }
+        if self.blank > 0 {
+            skipped.push(format!("{} blank lines", self.blank));
+        }
+        if skipped.is_empty() {
+            "no lines skipped".to_string()
+        } else {
+            format!("skipped {}", skipped.join(" and "))
+        }
     }
 }
 

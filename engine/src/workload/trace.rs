@@ -24,7 +24,8 @@
 //! assert_eq!(e.to_string(), "line 2, column 2: entry 2 arrives at 0.25 s, before entry 1 (0.5 s): arrivals must be in time order");
 //! ```
 
-use super::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+use super::import::{self, BlockIds, ImportedTrace, Skipped, TraceFormat};
+use super::{ArrivalProcess, LengthDist, SharedTokens, TraceRequest, Workload};
 use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -130,9 +131,20 @@ pub struct Trace {
     pub lengths: Option<LengthDist>,
     /// A workload JSON's `max_model_len`.
     pub max_model_len: Option<u32>,
+    /// An imported Mooncake trace's prompt block ids, index-aligned with its requests:
+    /// the prefix blocks its requests share ([`SharedTokens::Blocks`]).
+    #[serde(default)]
+    pub blocks: Option<BlockIds>,
 }
 
 impl Trace {
+    /// The workload's shared tokens this trace brings: its block ids, if it has them.
+    pub fn shared(&self) -> Option<SharedTokens> {
+        self.blocks
+            .clone()
+            .map(|blocks| SharedTokens::Blocks { blocks })
+    }
+
     /// Arrivals listed.
     pub fn len(&self) -> usize {
         match &self.arrivals {
@@ -230,6 +242,62 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
     }
 }
 
+/// A trace file read in whichever form it is, and for an export of a known format what
+/// its import skipped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadTrace {
+    pub trace: Trace,
+    /// The export's format and the lines its import skipped (counted, never dropped
+    /// silently); `None` for kvqueue's own JSON forms.
+    pub imported: Option<(TraceFormat, Skipped)>,
+}
+
+/// Reads a trace file's text in any form kvqueue reads: a Mooncake, BurstGPT or Azure
+/// export, recognised by its first line ([`TraceFormat::detect`]), is imported by its
+/// documented columns ([`import::import`]); anything else is one of [`parse_trace`]'s JSON
+/// forms.
+///
+/// # Errors
+/// The import's or the parser's message, with the line at fault.
+pub fn read_any_trace(text: &str) -> Result<ReadTrace, String> {
+    let Some(format) = TraceFormat::detect(text) else {
+        return parse_trace(text)
+            .map(|trace| ReadTrace {
+                trace,
+                imported: None,
+            })
+            .map_err(|e| e.to_string());
+    };
+    let t = import::import(text, format).map_err(|e| format!("{format} trace: {e}"))?;
+    let skipped = t.skipped;
+    let mut trace = t.into_trace();
+    let w = Workload {
+        arrivals: std::mem::replace(&mut trace.arrivals, ArrivalProcess::Poisson { rate: 1.0 }),
+        ..Workload::default()
+    };
+    w.validate().map_err(|e| format!("{format} trace: {e}"))?;
+    trace.arrivals = w.arrivals;
+    Ok(ReadTrace {
+        trace,
+        imported: Some((format, skipped)),
+    })
+}
+
+impl ImportedTrace {
+    /// The imported requests as a [`Trace`] (each with its own lengths), with their block
+    /// ids.
+    pub fn into_trace(self) -> Trace {
+        Trace {
+            arrivals: ArrivalProcess::Trace {
+                requests: self.requests,
+            },
+            lengths: None,
+            max_model_len: None,
+            blocks: self.blocks,
+        }
+    }
+}
+
 /// The position of a raw value borrowed from `text`.
 fn position(text: &str, raw: &RawValue) -> Position {
     let offset = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
@@ -288,6 +356,7 @@ fn parse_list(text: &str) -> Result<Trace, TraceError> {
         arrivals,
         lengths: None,
         max_model_len: None,
+        blocks: None,
     })
 }
 
@@ -356,6 +425,7 @@ fn parse_workload(text: &str) -> Result<Trace, TraceError> {
         arrivals,
         lengths: Some(lengths),
         max_model_len,
+        blocks: None,
     })
 }
 
