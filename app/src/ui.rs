@@ -428,6 +428,8 @@ fn start_watch(c: Ctx) {
     let task = Task::Watch {
         requests: state.requests,
         seed: state.seed,
+        replicas: state.replicas,
+        router: state.router,
     };
     match pool() {
         Some(pool) => pool.borrow_mut().submit(vec![Job {
@@ -436,7 +438,14 @@ fn start_watch(c: Ctx) {
             tasks: vec![task],
         }]),
         None => {
-            let reply = match crate::watch::record(&state.params, state.requests, state.seed) {
+            let (n, router) = (state.replicas, state.router);
+            let reply = match crate::watch::record_run(
+                &state.params,
+                state.requests,
+                state.seed,
+                n,
+                router,
+            ) {
                 Ok(tape) => Reply::Watch {
                     id,
                     tape: Box::new(tape),

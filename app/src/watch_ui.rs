@@ -9,7 +9,9 @@
 //! percentile and maximum are in the canvas's `data-frame-ms-*` attributes.
 
 use crate::params::fmt_num;
-use crate::watch::replay::{describe, hits_text, snapshot, FLASH_S};
+use crate::watch::fleet::{describe_fleet, fleet_snapshot, replica_counters, MAX_SHOWN};
+use crate::watch::fleet_scene::draw_fleet;
+use crate::watch::replay::{describe, hits_text, snapshot, Snapshot, FLASH_S};
 use crate::watch::scene::{draw_scene, draw_ttft, HEIGHT, WIDTH};
 use crate::watch::{nearest_speed, Tape, WatchState, MAX_REQUESTS, SPEEDS};
 use leptos::prelude::*;
@@ -46,6 +48,78 @@ struct Counters {
     /// Prefix-cache hits ("off" without the cache).
     hits: String,
     text: String,
+    /// A fleet's replicas: (queue, batch, KV use, completed), by replica.
+    replicas: Vec<(usize, String, String, u32)>,
+}
+
+/// What the frame drew, as the canvas's `data-*` attributes for the e2e test.
+struct FrameDrawn {
+    queue: usize,
+    busy_slots: usize,
+    kv_blocks: u64,
+    kv_cached_idle: u64,
+    hit_tags: usize,
+    /// A fleet's: replica panels and requests travelling from the router.
+    panels: Option<(usize, usize)>,
+}
+
+/// Replays and draws one frame of `tape` at `t` onto `cv`: the fleet-wide snapshot (for
+/// the counters and the histogram), what was drawn, the text alternative and, for a fleet,
+/// each replica's counters.
+#[allow(clippy::type_complexity)]
+fn draw_frame(
+    cv: &web_sys::HtmlCanvasElement,
+    tape: &Tape,
+    t: f64,
+    flash: f64,
+) -> Result<
+    (
+        Snapshot,
+        FrameDrawn,
+        String,
+        Vec<(usize, String, String, u32)>,
+    ),
+    String,
+> {
+    let backend = |h: u32| {
+        if cv.height() != h {
+            cv.set_height(h);
+        }
+        CanvasBackend::with_canvas_object(cv.clone()).ok_or_else(|| "no canvas".to_string())
+    };
+    if let Some(f) = fleet_snapshot(tape, t, flash) {
+        let n = f.replicas.len();
+        let b = backend(crate::watch::fleet_scene::height(n))?;
+        let d = draw_fleet(&b.into_drawing_area(), tape, &f, flash).map_err(|e| e.to_string())?;
+        let text = describe_fleet(tape, &f);
+        let rows = f
+            .replicas
+            .iter()
+            .map(|s| replica_counters(tape, s))
+            .collect();
+        let drawn = FrameDrawn {
+            queue: d.queue,
+            busy_slots: d.busy_slots,
+            kv_blocks: d.kv_blocks,
+            kv_cached_idle: f.fleet.kv_cached_idle,
+            hit_tags: 0,
+            panels: Some((d.panels, d.routed)),
+        };
+        return Ok((f.fleet, drawn, text, rows));
+    }
+    let s = snapshot(tape, t, flash);
+    let b = backend(HEIGHT)?;
+    let d = draw_scene(&b.into_drawing_area(), tape, &s, flash).map_err(|e| e.to_string())?;
+    let text = describe(tape, &s);
+    let drawn = FrameDrawn {
+        queue: d.queue,
+        busy_slots: d.busy_slots,
+        kv_blocks: d.kv_blocks,
+        kv_cached_idle: d.kv_cached_idle,
+        hit_tags: d.hit_tags,
+        panels: None,
+    };
+    Ok((s, drawn, text, Vec::new()))
 }
 
 /// The signals the Watch view reads and writes.
@@ -254,11 +328,7 @@ pub fn watch_view(
         };
         let t0 = now_ms();
         let flash = FLASH_S * speed.max(1.0);
-        let s = snapshot(&tape, t, flash);
-        let Some(backend) = CanvasBackend::with_canvas_object(cv.clone()) else {
-            return;
-        };
-        let drawn = match draw_scene(&backend.into_drawing_area(), &tape, &s, flash) {
+        let (s, drawn, text, replicas) = match draw_frame(&cv, &tape, t, flash) {
             Ok(d) => d,
             Err(e) => {
                 w.run
@@ -278,7 +348,6 @@ pub fn watch_view(
                 let _ = draw_ttft(&b.into_drawing_area(), &s.ttft_done, max_ttft);
             }
         }
-        let text = describe(&tape, &s);
         let ms = now_ms() - t0;
         if playing {
             frames.update_value(|f| {
@@ -300,17 +369,26 @@ pub fn watch_view(
         let _ = cv.set_attribute("data-kv-drawn", &drawn.kv_blocks.to_string());
         let _ = cv.set_attribute("data-kv-cached-drawn", &drawn.kv_cached_idle.to_string());
         let _ = cv.set_attribute("data-hit-tags", &drawn.hit_tags.to_string());
+        if let Some((panels, routed)) = drawn.panels {
+            let _ = cv.set_attribute("data-replicas-drawn", &panels.to_string());
+            let _ = cv.set_attribute("data-routed-drawn", &routed.to_string());
+        } else {
+            let _ = cv.remove_attribute("data-replicas-drawn");
+            let _ = cv.remove_attribute("data-routed-drawn");
+        }
         let _ = cv.set_attribute("aria-label", &text);
         let n = tape.records.len();
+        // A fleet's batch slots and KV pool are its replicas' together.
+        let k = tape.fleet.as_ref().map_or(1, |f| f.replicas.len()) as u64;
         counters.set(Counters {
             t: format!("{t:.3} s of {:.2} s", tape.end_s),
             queue: s.queue.len(),
-            batch: format!("{} of {}", s.running, tape.max_batch),
+            batch: format!("{} of {}", s.running, u64::from(tape.max_batch) * k),
             kv: format!(
                 "{:.0} % ({} of {} blocks)",
-                100.0 * s.kv_used_blocks as f64 / tape.kv_blocks.max(1) as f64,
+                100.0 * s.kv_used_blocks as f64 / (tape.kv_blocks * k).max(1) as f64,
                 s.kv_used_blocks,
-                tape.kv_blocks
+                tape.kv_blocks * k
             ),
             completed: format!("{} of {n}", s.completed),
             rejected: s.rejected,
@@ -322,6 +400,7 @@ pub fn watch_view(
             },
             // The live region speaks only when playback stops, not 60 times a second.
             text: if playing { String::new() } else { text },
+            replicas,
         });
     });
 
@@ -389,8 +468,13 @@ pub fn watch_view(
     let summary = move || {
         w.state.with(|s| {
             let p = &s.params;
+            let fleet = if s.is_fleet() {
+                format!(" into {} replicas behind {}", s.replicas, s.router.name())
+            } else {
+                String::new()
+            };
             format!(
-                "λ = {} req/s · {} · {} KV · B = {} · K = {} tokens · the first {} requests of seed {}",
+                "λ = {} req/s{fleet} · {} · {} KV · B = {} · K = {} tokens · the first {} requests of seed {}",
                 fmt_num(p.rate),
                 p.policy.as_str(),
                 if p.kv_mode == engine::config::KvMode::Paged { "paged" } else { "reserve" },
@@ -407,7 +491,7 @@ pub fn watch_view(
     view! {
         <div class="watch" id="watch" tabindex="0" on:keydown=on_key
             aria-label="Watch the server: space plays or pauses, the arrow keys step one iteration, + and − change the speed, Home and End jump">
-            <h2>"Watch the server"</h2>
+            <h2>{move || if w.state.with(|s| s.is_fleet()) { "Watch the fleet" } else { "Watch the server" }}</h2>
             <p class="watch-summary" id="watch-summary">{summary}
                 " · " <a href="#" id="watch-edit" on:click=move |ev| { ev.prevent_default(); to_calculator(); }>"change them in the calculator"</a></p>
             <div class="watch-controls">
@@ -482,7 +566,31 @@ pub fn watch_view(
                         on:click=move |_| { if let Some(t) = w.tape.get_untracked() { download_json(&t); } }>"download this run (JSON)"</button>
                 </aside>
             </div>
+            {move || fleet_table(c().replicas)}
             <p class="sr-status" id="watch-text" role="status" aria-live="polite">{move || c().text}</p>
         </div>
     }
+}
+
+/// A fleet's per-replica counters, one row per replica (nothing for one server).
+fn fleet_table(rows: Vec<(usize, String, String, u32)>) -> impl IntoView {
+    let n = rows.len();
+    (n > 1).then(|| {
+        let note = (n > MAX_SHOWN).then(|| {
+            format!("The picture shows replicas 1 to {MAX_SHOWN} of {n}; this table and the counters cover all {n}.")
+        });
+        view! {
+            <div class="watch-replicas">
+                <table id="watch-replicas">
+                    <thead><tr><th>"replica"</th><th>"queue"</th><th>"batch"</th><th>"KV use"</th><th>"completed"</th></tr></thead>
+                    <tbody>
+                        {rows.into_iter().enumerate().map(|(i, (q, b, kv, done))| view! {
+                            <tr class="watch-replica"><td>{i + 1}</td><td>{q}</td><td>{b}</td><td>{kv}</td><td>{done}</td></tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                {note.map(|t| view! { <p class="hint" id="watch-replicas-cut">{t}</p> })}
+            </div>
+        }
+    })
 }
