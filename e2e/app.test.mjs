@@ -752,6 +752,11 @@ async function checkFleetWatch() {
   await big.page.screenshot({ path: path.join(shots, 'watch-fleet-12.png'), fullPage: true });
   assert(big.errors.length === 0, big.errors.join(' | '));
   await big.page.close();
+  // Back to the Fleet view on the same fleet.
+  await p.click('#watch-edit');
+  await p.waitForFunction(() => /view=fleet/.test(location.search));
+  const back = p.url();
+  assert(back.includes('replicas=3') && back.includes('router=least_outstanding') && back.includes('frate=12'), `back to the Fleet view: ${back}`);
   assert(f.errors.length === 0, f.errors.join(' | '));
   await p.close();
 }

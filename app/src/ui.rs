@@ -874,6 +874,7 @@ pub fn App() -> impl IntoView {
            </div>
            <div style:display=move || if c.view.get() == View::Watch { "" } else { "none" }>
                {watch_view(c.watch, move || {
+                   if fleet_view::from_watch(c) { return; }
                    c.params.set(c.watch.state.with_untracked(|s| s.params.clone()));
                    c.view.set(View::Calculator);
                })}

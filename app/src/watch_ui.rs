@@ -8,12 +8,13 @@
 //! main-thread time of each frame drawn while playing is kept, and its median, 95th
 //! percentile and maximum are in the canvas's `data-frame-ms-*` attributes.
 
+mod frame;
+
 use crate::params::fmt_num;
-use crate::watch::fleet::{describe_fleet, fleet_snapshot, replica_counters, MAX_SHOWN};
-use crate::watch::fleet_scene::draw_fleet;
-use crate::watch::replay::{describe, hits_text, snapshot, Snapshot, FLASH_S};
-use crate::watch::scene::{draw_scene, draw_ttft, HEIGHT, WIDTH};
+use crate::watch::replay::{hits_text, FLASH_S};
+use crate::watch::scene::{draw_ttft, HEIGHT, WIDTH};
 use crate::watch::{nearest_speed, Tape, WatchState, MAX_REQUESTS, SPEEDS};
+use frame::{draw_frame, fleet_table, ReplicaRow};
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
@@ -48,78 +49,8 @@ struct Counters {
     /// Prefix-cache hits ("off" without the cache).
     hits: String,
     text: String,
-    /// A fleet's replicas: (queue, batch, KV use, completed), by replica.
-    replicas: Vec<(usize, String, String, u32)>,
-}
-
-/// What the frame drew, as the canvas's `data-*` attributes for the e2e test.
-struct FrameDrawn {
-    queue: usize,
-    busy_slots: usize,
-    kv_blocks: u64,
-    kv_cached_idle: u64,
-    hit_tags: usize,
-    /// A fleet's: replica panels and requests travelling from the router.
-    panels: Option<(usize, usize)>,
-}
-
-/// Replays and draws one frame of `tape` at `t` onto `cv`: the fleet-wide snapshot (for
-/// the counters and the histogram), what was drawn, the text alternative and, for a fleet,
-/// each replica's counters.
-#[allow(clippy::type_complexity)]
-fn draw_frame(
-    cv: &web_sys::HtmlCanvasElement,
-    tape: &Tape,
-    t: f64,
-    flash: f64,
-) -> Result<
-    (
-        Snapshot,
-        FrameDrawn,
-        String,
-        Vec<(usize, String, String, u32)>,
-    ),
-    String,
-> {
-    let backend = |h: u32| {
-        if cv.height() != h {
-            cv.set_height(h);
-        }
-        CanvasBackend::with_canvas_object(cv.clone()).ok_or_else(|| "no canvas".to_string())
-    };
-    if let Some(f) = fleet_snapshot(tape, t, flash) {
-        let n = f.replicas.len();
-        let b = backend(crate::watch::fleet_scene::height(n))?;
-        let d = draw_fleet(&b.into_drawing_area(), tape, &f, flash).map_err(|e| e.to_string())?;
-        let text = describe_fleet(tape, &f);
-        let rows = f
-            .replicas
-            .iter()
-            .map(|s| replica_counters(tape, s))
-            .collect();
-        let drawn = FrameDrawn {
-            queue: d.queue,
-            busy_slots: d.busy_slots,
-            kv_blocks: d.kv_blocks,
-            kv_cached_idle: f.fleet.kv_cached_idle,
-            hit_tags: 0,
-            panels: Some((d.panels, d.routed)),
-        };
-        return Ok((f.fleet, drawn, text, rows));
-    }
-    let s = snapshot(tape, t, flash);
-    let b = backend(HEIGHT)?;
-    let d = draw_scene(&b.into_drawing_area(), tape, &s, flash).map_err(|e| e.to_string())?;
-    let text = describe(tape, &s);
-    let drawn = FrameDrawn {
-        queue: d.queue,
-        busy_slots: d.busy_slots,
-        kv_blocks: d.kv_blocks,
-        kv_cached_idle: d.kv_cached_idle,
-        hit_tags: d.hit_tags,
-        panels: None,
-    };
-    Ok((s, drawn, text, Vec::new()))
+    /// A fleet's replicas, by replica.
+    replicas: Vec<ReplicaRow>,
 }
 
 /// The signals the Watch view reads and writes.
@@ -297,7 +228,8 @@ fn play_loop(w: WatchSignals) {
     }
 }
 
-/// The Watch view. `to_calculator` opens the calculator on the watched parameters.
+/// The Watch view. `to_calculator` opens the calculator (a fleet: the Fleet view) on the
+/// watched parameters.
 pub fn watch_view(
     w: WatchSignals,
     to_calculator: impl Fn() + Copy + Send + Sync + 'static,
@@ -457,9 +389,12 @@ pub fn watch_view(
         } else if r.running {
             view! { <span>"simulating the run in a Web Worker…"</span> }.into_any()
         } else if let Some(ms) = r.elapsed_ms {
-            let it = w
-                .tape
-                .with(|t| t.as_ref().map_or(0, |t| t.iterations.len()));
+            let it = w.tape.with(|t| {
+                t.as_ref().map_or(0, |t| match &t.fleet {
+                    Some(f) => f.replicas.iter().map(|r| r.iterations.len()).sum(),
+                    None => t.iterations.len(),
+                })
+            });
             view! { <span id="watch-time">{format!("{it} iterations simulated and logged in {ms:.0} ms, in a Web Worker")}</span> }.into_any()
         } else {
             view! { <span></span> }.into_any()
@@ -493,7 +428,7 @@ pub fn watch_view(
             aria-label="Watch the server: space plays or pauses, the arrow keys step one iteration, + and − change the speed, Home and End jump">
             <h2>{move || if w.state.with(|s| s.is_fleet()) { "Watch the fleet" } else { "Watch the server" }}</h2>
             <p class="watch-summary" id="watch-summary">{summary}
-                " · " <a href="#" id="watch-edit" on:click=move |ev| { ev.prevent_default(); to_calculator(); }>"change them in the calculator"</a></p>
+                " · " <a href="#" id="watch-edit" on:click=move |ev| { ev.prevent_default(); to_calculator(); }>{move || if w.state.with(|s| s.is_fleet()) { "change them in the Fleet view" } else { "change them in the calculator" }}</a></p>
             <div class="watch-controls">
                 <button id="watch-play" aria-pressed=move || w.playing.get().to_string()
                     on:click=move |_| w.toggle()>{move || if w.playing.get() { "‖ pause" } else { "▶ play" }}</button>
@@ -570,27 +505,4 @@ pub fn watch_view(
             <p class="sr-status" id="watch-text" role="status" aria-live="polite">{move || c().text}</p>
         </div>
     }
-}
-
-/// A fleet's per-replica counters, one row per replica (nothing for one server).
-fn fleet_table(rows: Vec<(usize, String, String, u32)>) -> impl IntoView {
-    let n = rows.len();
-    (n > 1).then(|| {
-        let note = (n > MAX_SHOWN).then(|| {
-            format!("The picture shows replicas 1 to {MAX_SHOWN} of {n}; this table and the counters cover all {n}.")
-        });
-        view! {
-            <div class="watch-replicas">
-                <table id="watch-replicas">
-                    <thead><tr><th>"replica"</th><th>"queue"</th><th>"batch"</th><th>"KV use"</th><th>"completed"</th></tr></thead>
-                    <tbody>
-                        {rows.into_iter().enumerate().map(|(i, (q, b, kv, done))| view! {
-                            <tr class="watch-replica"><td>{i + 1}</td><td>{q}</td><td>{b}</td><td>{kv}</td><td>{done}</td></tr>
-                        }).collect_view()}
-                    </tbody>
-                </table>
-                {note.map(|t| view! { <p class="hint" id="watch-replicas-cut">{t}</p> })}
-            </div>
-        }
-    })
 }

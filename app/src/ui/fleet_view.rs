@@ -441,6 +441,27 @@ fn open_watch(c: Ctx) {
     c.view.set(View::Watch);
 }
 
+/// From a watched fleet back to the Fleet view on it (its replicas, router and server, its
+/// rate as the per-replica chart's; the calculator keeps its own rate). False, and nothing
+/// done, when the Watch view shows one server.
+pub(super) fn from_watch(c: Ctx) -> bool {
+    let w = c.watch.state.get_untracked();
+    if !w.is_fleet() {
+        return false;
+    }
+    let mut s = c.fleet.state.get_untracked();
+    if s.replicas != w.replicas {
+        s = FleetState::of(w.replicas, w.router);
+    }
+    s.router = w.router;
+    s.rate = w.params.rate;
+    let rate = c.params.with_untracked(|p| p.rate);
+    c.params.set(Params { rate, ..w.params });
+    c.fleet.state.set(s);
+    c.view.set(View::Fleet);
+    true
+}
+
 pub(super) fn fleet_view(c: Ctx) -> impl IntoView {
     let curves = NodeRef::<leptos::html::Canvas>::new();
     let bars = NodeRef::<leptos::html::Canvas>::new();

@@ -20,7 +20,7 @@ pub const WIDTH: u32 = super::scene::WIDTH;
 const ROUTER_W: i32 = 200;
 /// Header, one panel row, the space under the panels [px].
 const TOP: i32 = 40;
-const PANEL_H: i32 = 112;
+const PANEL_H: i32 = 120;
 const GAP: i32 = 10;
 const BOTTOM: i32 = 64;
 /// KV grid cell [px] and rows.
@@ -99,19 +99,8 @@ pub fn draw_fleet<DB: DrawingBackend>(
         font(15),
     ))?;
 
-    // The panels' entry points (the queue's door), and for replicas not drawn the "more"
-    // box's.
     let rows = shown.div_ceil(cols).max(1) as i32;
     let more_y = TOP + rows * (PANEL_H + GAP) + 4;
-    let door = |i: usize| {
-        if i < shown {
-            let (x, y, _) = panel_at(i, cols);
-            (x, y + 40)
-        } else {
-            (ROUTER_W, more_y + 8)
-        }
-    };
-
     // The router: a box at the middle of the panels.
     let mid = TOP + rows * (PANEL_H + GAP) / 2;
     let (rx0, ry0, rx1, ry1) = (24, mid - 26, 118, mid + 26);
@@ -138,7 +127,32 @@ pub fn draw_fleet<DB: DrawingBackend>(
         vec![(rx0 - 10, mid - 5), (rx0 - 3, mid), (rx0 - 10, mid + 5)],
         INK.filled(),
     ))?;
-    // Each request routed within the flash: a line to the chosen replica's queue and a
+    // The way from the router to replica i's queue: to the left of the panels, then (a
+    // panel of the second column) along the gap above its row and down the gap between the
+    // columns, so that no line crosses a panel.
+    let way = |i: usize| -> Vec<(i32, i32)> {
+        if i >= shown {
+            return vec![
+                (rx1, mid),
+                (ROUTER_W - 12, more_y + 9),
+                (ROUTER_W, more_y + 9),
+            ];
+        }
+        let (x, y, _) = panel_at(i, cols);
+        if x == ROUTER_W {
+            vec![(rx1, mid), (ROUTER_W - 12, y + 40), (x, y + 40)]
+        } else {
+            let gy = y - GAP / 2;
+            vec![
+                (rx1, mid),
+                (ROUTER_W - 12, gy),
+                (x - 4, gy),
+                (x - 4, y + 40),
+                (x, y + 40),
+            ]
+        }
+    };
+    // Each request routed within the flash: its way to the chosen replica's queue and a
     // mark that travels along it in the first half of the flash.
     let mut receiving = vec![false; n];
     for r in &f.routed {
@@ -146,17 +160,13 @@ pub fn draw_fleet<DB: DrawingBackend>(
         if let Some(x) = receiving.get_mut(i) {
             *x = true;
         }
-        let (dx, dy) = door(i);
+        let way = way(i);
         let age = ((f.fleet.t_s - r.t_s) / flash.max(1e-9)).clamp(0.0, 1.0);
         root.draw(&PathElement::new(
-            vec![(rx1, mid), (dx, dy)],
+            way.clone(),
             FRESH.mix(1.0 - 0.6 * age).stroke_width(2),
         ))?;
-        let k = (2.0 * age).min(1.0);
-        let (mx, my) = (
-            rx1 + ((dx - rx1) as f64 * k).round() as i32,
-            mid + ((dy - mid) as f64 * k).round() as i32,
-        );
+        let (mx, my) = along(&way, (2.0 * age).min(1.0));
         root.draw(&Circle::new((mx, my), 6, FRESH.filled()))?;
         root.draw(&Circle::new((mx, my), 6, INK.stroke_width(1)))?;
         drawn.routed += 1;
@@ -244,6 +254,25 @@ pub fn draw_fleet<DB: DrawingBackend>(
     ))?;
     root.draw(&Text::new("refused", (tx + 12, ly - 7), font(13)))?;
     Ok(drawn)
+}
+
+/// The point a fraction `k` (0 to 1) of the way along the polyline `way`.
+fn along(way: &[(i32, i32)], k: f64) -> (i32, i32) {
+    let len = |a: (i32, i32), b: (i32, i32)| f64::from(b.0 - a.0).hypot(f64::from(b.1 - a.1));
+    let total: f64 = way.windows(2).map(|w| len(w[0], w[1])).sum();
+    let mut left = k * total;
+    for w in way.windows(2) {
+        let l = len(w[0], w[1]);
+        if left <= l && l > 0.0 {
+            let f = left / l;
+            return (
+                w[0].0 + (f64::from(w[1].0 - w[0].0) * f).round() as i32,
+                w[0].1 + (f64::from(w[1].1 - w[0].1) * f).round() as i32,
+            );
+        }
+        left -= l;
+    }
+    way.last().copied().unwrap_or((0, 0))
 }
 
 /// One replica's panel: its counters, queue, batch slots and KV grid.
@@ -387,7 +416,7 @@ fn draw_panel<DB: DrawingBackend>(
     if b > slots_shown {
         root.draw(&Text::new(
             format!("+{} slots", b - slots_shown),
-            (bx0, qy0 + 2 * (SLOT_H + 3)),
+            (bx0, qy0 + SLOT_ROWS * (SLOT_H + 3) - 2),
             font(12),
         ))?;
     }

@@ -261,11 +261,10 @@ fn the_fleet_scene_draws_each_replica_and_the_routers_choices() {
                 );
                 assert!(svg.contains(&title), "{label}: {title}");
             }
-            for r in &fs.routed {
-                assert!(
-                    svg.contains(&format!("#{} → replica {}", r.id, r.replica + 1))
-                        || fs.routed.len() > 4
-                );
+            // The newest four choices are written under the router.
+            for r in fs.routed.iter().rev().take(4) {
+                let choice = format!("#{} → replica {}", r.id, r.replica + 1);
+                assert!(svg.contains(&choice), "{label}: {choice}");
             }
             assert_eq!(svg.contains("not drawn"), n as usize > MAX_SHOWN, "{label}");
             let text = describe_fleet(&tape, &fs);
