@@ -720,6 +720,79 @@ await check('Watch with the prefix cache: from lesson 9, hits and cached blocks 
   assert(l.errors.length === 0, l.errors.join(' | '));
   await p.close();
 });
+// Watching a fleet: one click from the Fleet view, the router's choices and each
+// replica's panel and counters, against the engine's records and per-replica time series.
+async function checkFleetWatch() {
+  const f = await open(`${base}?view=fleet&replicas=3&router=least_outstanding&frate=12`);
+  const p = f.page;
+  await p.waitForFunction(() => document.documentElement.dataset.fleetDone, null, { timeout: 90000 });
+  const prevW = await p.evaluate(() => document.documentElement.dataset.watchDone);
+  await p.click('#open-fleet-watch');
+  await watchDone(p, prevW);
+  const url = p.url();
+  assert(url.includes('view=watch') && url.includes('replicas=3') && url.includes('router=least_outstanding') && url.includes('rate=12'), `from the Fleet view: ${url}`);
+  const run = await downloadRun(p);
+  const fl = run.fleet;
+  assert(fl && fl.replicas.length === 3 && fl.routed_to.length === run.records.length, `fleet tape: ${fl && fl.replicas.length} replicas`);
+  fl.replicas.forEach((r, i) => r.marks.forEach((m) => assert(fl.routed_to[m.id] === i, `#${m.id} at replica ${i}, routed to ${fl.routed_to[m.id]}`)));
+  // Five steps from the keyboard: each lands on the next iteration end of any replica.
+  const ends = [...new Set(fl.replicas.flatMap((r) => r.iterations.map((it) => it.end_s)))].sort((a, b) => a - b);
+  await p.focus('#watch');
+  for (let i = 0; i < 5; i++) await p.keyboard.press('ArrowRight');
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, ends[4]);
+  // At instants of the replicas' time series with a queue somewhere: each replica's row and
+  // the fleet's counters are the engine's.
+  const rows = () => p.$$eval('#watch-replicas tr.watch-replica', (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+  const busy = fl.replicas[0].timeseries.map((tp, j) => j).filter((j) => fl.replicas.some((r) => (r.timeseries[j]?.waiting || 0) >= 1));
+  assert(busy.length > 0, 'no instant with a queue in the fleet');
+  for (const j of [busy[0], busy[Math.floor(busy.length / 2)]]) {
+    const t = fl.replicas[0].timeseries[j].t_s;
+    await p.$eval('#watch-at', (el, v) => { el.value = v; el.dispatchEvent(new Event('change', { bubbles: true })); }, String(t));
+    await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, t);
+    const r = await rows();
+    assert(r.length === 3, `${r.length} replica rows`);
+    let waiting = 0, running = 0, completed = 0;
+    fl.replicas.forEach((rep, i) => {
+      const tp = rep.timeseries.find((x) => x.t_s === t);
+      const done = run.records.filter((x) => fl.routed_to[x.id] === i && x.finish_s !== null && x.finish_s <= t).length;
+      assert(Number(r[i][1]) === tp.waiting, `replica ${i + 1} queue ${r[i][1]} vs ${tp.waiting} at ${t}`);
+      assert(r[i][2].startsWith(`${tp.running} of`), `replica ${i + 1} batch ${r[i][2]} vs ${tp.running} at ${t}`);
+      assert(Number(r[i][4]) === done, `replica ${i + 1} completed ${r[i][4]} vs ${done} at ${t}`);
+      waiting += tp.waiting; running += tp.running; completed += done;
+    });
+    const w = await watchNow(p);
+    assert(w.queue === waiting && w.batch.startsWith(`${running} of`) && w.completed.startsWith(`${completed} of`), `fleet counters ${JSON.stringify(w)} vs ${waiting}, ${running}, ${completed}`);
+  }
+  // At a request's arrival the router's choice is drawn and said.
+  const req = run.records[Math.floor(run.records.length / 2)];
+  await p.$eval('#watch-at', (el, v) => { el.value = v; el.dispatchEvent(new Event('change', { bubbles: true })); }, String(req.arrival_s));
+  await p.waitForFunction((v) => Number(document.getElementById('watch-canvas').dataset.t) === v, req.arrival_s);
+  const cv = await p.$eval('#watch-canvas', (c) => ({ panels: Number(c.dataset.replicasDrawn), routed: Number(c.dataset.routedDrawn), label: c.getAttribute('aria-label') }));
+  assert(cv.panels === 3 && cv.routed >= 1, `drawn: ${JSON.stringify(cv)}`);
+  assert(cv.label.includes(`last routed: #${req.id} to replica ${fl.routed_to[req.id] + 1}`), cv.label);
+  await p.screenshot({ path: path.join(shots, 'watch-fleet.png'), fullPage: true });
+  // More replicas than are drawn: 8 panels, every replica in the table, the cut said.
+  const big = await open(`${base}?view=watch&n=200&seed=1&replicas=12&router=round_robin&rate=30`);
+  await watchDone(big.page, null);
+  await big.page.focus('#watch');
+  for (let i = 0; i < 40; i++) await big.page.keyboard.press('ArrowRight');
+  await big.page.waitForTimeout(300);
+  const b = await big.page.$eval('#watch-canvas', (c) => Number(c.dataset.replicasDrawn));
+  const bigRows = await big.page.$$eval('#watch-replicas tr.watch-replica', (trs) => trs.length);
+  const cut = await big.page.textContent('#watch-replicas-cut');
+  assert(b === 8 && bigRows === 12 && /replicas 1 to 8 of 12/.test(cut), `12 replicas: ${b} drawn, ${bigRows} rows, ${cut}`);
+  await big.page.screenshot({ path: path.join(shots, 'watch-fleet-12.png'), fullPage: true });
+  assert(big.errors.length === 0, big.errors.join(' | '));
+  await big.page.close();
+  // Back to the Fleet view on the same fleet.
+  await p.click('#watch-edit');
+  await p.waitForFunction(() => /view=fleet/.test(location.search));
+  const back = p.url();
+  assert(back.includes('replicas=3') && back.includes('router=least_outstanding') && back.includes('frate=12'), `back to the Fleet view: ${back}`);
+  assert(f.errors.length === 0, f.errors.join(' | '));
+  await p.close();
+}
+await check('Watch a fleet: one click from the Fleet view, N replica panels, each request at the replica the router chose, per-replica counters as the engine records them', checkFleetWatch);
 // A minimal zip writer (deflated entries), for dropping a zipped result folder.
 function zipOf(files) {
   const locals = [], centrals = [];

@@ -43,8 +43,14 @@ pub enum Task {
     Models { rates: Vec<f64> },
     /// One lesson's experiment (the Learn view); the job's `params` are not used.
     Lesson { state: LessonState },
-    /// A short run at the chosen rate with its event log (the Watch view).
-    Watch { requests: u32, seed: u64 },
+    /// A short run at the chosen rate with its event log (the Watch view): one server's,
+    /// or a fleet's with more than one replica.
+    Watch {
+        requests: u32,
+        seed: u64,
+        replicas: u32,
+        router: engine::fleet::RouterKind,
+    },
     /// Every seed of a fleet at one fleet-wide rate, for each router (the Fleet view).
     FleetCurve {
         fleet: FleetState,
@@ -295,12 +301,17 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
                 Some(r) => (out.send)(r),
                 None => out.tick(),
             }),
-            Task::Watch { requests, seed } => {
-                crate::watch::record(p, *requests, *seed).map(|tape| Reply::Watch {
+            Task::Watch {
+                requests,
+                seed,
+                replicas,
+                router,
+            } => crate::watch::record_run(p, *requests, *seed, *replicas, *router).map(|tape| {
+                Reply::Watch {
                     id,
                     tape: Box::new(tape),
-                })
-            }
+                }
+            }),
         };
         if matches!(
             task,

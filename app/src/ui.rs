@@ -428,6 +428,8 @@ fn start_watch(c: Ctx) {
     let task = Task::Watch {
         requests: state.requests,
         seed: state.seed,
+        replicas: state.replicas,
+        router: state.router,
     };
     match pool() {
         Some(pool) => pool.borrow_mut().submit(vec![Job {
@@ -436,7 +438,14 @@ fn start_watch(c: Ctx) {
             tasks: vec![task],
         }]),
         None => {
-            let reply = match crate::watch::record(&state.params, state.requests, state.seed) {
+            let (n, router) = (state.replicas, state.router);
+            let reply = match crate::watch::record_run(
+                &state.params,
+                state.requests,
+                state.seed,
+                n,
+                router,
+            ) {
                 Ok(tape) => Reply::Watch {
                     id,
                     tape: Box::new(tape),
@@ -865,6 +874,7 @@ pub fn App() -> impl IntoView {
            </div>
            <div style:display=move || if c.view.get() == View::Watch { "" } else { "none" }>
                {watch_view(c.watch, move || {
+                   if fleet_view::from_watch(c) { return; }
                    c.params.set(c.watch.state.with_untracked(|s| s.params.clone()));
                    c.view.set(View::Calculator);
                })}

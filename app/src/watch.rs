@@ -5,12 +5,20 @@
 //! [`record`] (the run, done in a Web Worker: the page's main thread only replays it),
 //! [`Tape`] (the run in a compact form), [`replay`] (the server's state at any instant) and
 //! [`scene`] (the drawing, generic over plotters' backend). The page glue is `watch_ui`.
+//!
+//! A fleet (N replicas behind a router, [`engine::fleet`]) is watched the same way:
+//! [`fleet`] records it with every replica's event log, replays each replica and the
+//! whole fleet, and [`fleet_scene`] draws the router and the replicas side by side.
 
+pub mod fleet;
+pub mod fleet_scene;
 pub mod replay;
 pub mod scene;
 
+use crate::fleet::MAX_PAGE_REPLICAS;
 use crate::params::{fmt_num, Params};
 use engine::config::{EndRule, KvMode};
+use engine::fleet::RouterKind;
 use engine::record::RequestRecord;
 use engine::sim::events::{Event, Phase};
 use engine::sim::{simulate_logged, TimePoint};
@@ -35,6 +43,16 @@ pub struct WatchState {
     /// Playback position [s] and speed [simulated s per s].
     pub at_s: f64,
     pub speed: f64,
+    /// Replicas behind `router`: 1 watches one server; more watch a fleet whose
+    /// fleet-wide arrival rate is the parameters' rate.
+    #[serde(default = "one")]
+    pub replicas: u32,
+    #[serde(default)]
+    pub router: RouterKind,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for WatchState {
@@ -44,7 +62,7 @@ impl Default for WatchState {
 }
 
 /// URL keys of the Watch view (besides the calculator's).
-const KEYS: [&str; 4] = ["n", "seed", "at", "speed"];
+const KEYS: [&str; 6] = ["n", "seed", "at", "speed", "replicas", "router"];
 
 impl WatchState {
     /// Watching `params` at their chosen rate, from the start.
@@ -55,18 +73,45 @@ impl WatchState {
             seed: 0,
             at_s: 0.0,
             speed: 1.0,
+            replicas: 1,
+            router: RouterKind::RoundRobin,
         }
+    }
+
+    /// Watching a fleet of `replicas` copies of `params`' server behind `router`, at the
+    /// fleet-wide rate `rate` [req/s], from the start.
+    pub fn of_fleet(params: Params, rate: f64, replicas: u32, router: RouterKind) -> WatchState {
+        WatchState {
+            replicas,
+            router,
+            ..WatchState::of(Params { rate, ..params })
+        }
+    }
+
+    /// Whether it watches a fleet (more than one replica).
+    pub fn is_fleet(&self) -> bool {
+        self.replicas > 1
     }
 
     /// Whether `other` is the same run (playback position and speed aside).
     pub fn same_run(&self, other: &WatchState) -> bool {
-        self.params == other.params && self.requests == other.requests && self.seed == other.seed
+        self.params == other.params
+            && self.requests == other.requests
+            && self.seed == other.seed
+            && self.replicas == other.replicas
+            && (self.replicas == 1 || self.router == other.router)
     }
 
-    /// The URL query (without `?`): `view=watch`, the run's keys and the calculator's.
+    /// The URL query (without `?`): `view=watch`, the run's keys (a fleet's replicas and
+    /// router among them) and the calculator's.
     pub fn to_query(&self) -> String {
+        let fleet = if self.is_fleet() {
+            format!("&replicas={}&router={}", self.replicas, self.router.name())
+        } else {
+            String::new()
+        };
         format!(
-            "view=watch&n={}&seed={}&at={}&speed={}&{}",
+            "view=watch&n={}&seed={}&at={}&speed={}{fleet}&{}",
             self.requests,
             self.seed,
             fmt_num((self.at_s * 1e4).round() / 1e4),
@@ -105,6 +150,13 @@ impl WatchState {
                     .map(|n| s.requests = n)
                     .is_some(),
                 "seed" => v.parse::<u64>().ok().map(|x| s.seed = x).is_some(),
+                "replicas" => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_PAGE_REPLICAS).contains(n))
+                    .map(|n| s.replicas = n)
+                    .is_some(),
+                "router" => RouterKind::parse(v).map(|r| s.router = r).is_some(),
                 "at" => v
                     .parse::<f64>()
                     .ok()
@@ -121,6 +173,9 @@ impl WatchState {
             if !ok {
                 errs.push(match k {
                     "n" => format!("ignored n={v}: the number of requests is 1 to {MAX_REQUESTS}"),
+                    "replicas" => format!(
+                        "ignored replicas={v}: the page watches 1 to {MAX_PAGE_REPLICAS} replicas"
+                    ),
                     _ => format!("ignored URL parameter {k}={v}"),
                 });
             }
@@ -247,6 +302,10 @@ pub struct Tape {
     pub timeseries: Vec<TimePoint>,
     /// The run's end [s].
     pub end_s: f64,
+    /// A fleet's router and replicas (None: one server). A fleet's own `marks` are every
+    /// replica's, merged in time order, its `iterations` empty, its sizes a replica's.
+    #[serde(default)]
+    pub fleet: Option<fleet::FleetTape>,
 }
 
 /// Simulates the first `requests` requests of `params`' workload at its chosen rate with
@@ -256,6 +315,41 @@ pub struct Tape {
 /// # Errors
 /// A readable message for parameters the page or the engine refuses.
 pub fn record(params: &Params, requests: u32, seed: u64) -> Result<Tape, String> {
+    let (cfg, reqs) = watched_requests(params, requests, seed)?;
+    cfg.validate().map_err(|e| e.to_string())?;
+    let (report, events) = simulate_logged(&cfg, reqs.into_iter());
+    let mut tape = Tape::new(params, &cfg, &report.records, events, report.stats.end_s);
+    tape.records = report.records;
+    tape.timeseries = report.timeseries;
+    Ok(tape)
+}
+
+/// A watched run: one server's ([`record`]) or, with more than one replica, a fleet's
+/// ([`fleet::record_fleet`]).
+///
+/// # Errors
+/// As [`record`] and [`fleet::record_fleet`].
+pub fn record_run(
+    params: &Params,
+    requests: u32,
+    seed: u64,
+    replicas: u32,
+    router: RouterKind,
+) -> Result<Tape, String> {
+    if replicas > 1 {
+        fleet::record_fleet(params, requests, seed, replicas, router)
+    } else {
+        record(params, requests, seed)
+    }
+}
+
+/// The configuration of a watched run (drained, records and time series kept, the horizon
+/// at the last arrival) and its first `requests` requests.
+fn watched_requests(
+    params: &Params,
+    requests: u32,
+    seed: u64,
+) -> Result<(engine::SimConfig, Vec<engine::workload::Request>), String> {
     if !(1..=MAX_REQUESTS).contains(&requests) {
         return Err(format!(
             "watch: {requests} requests; the animation takes 1 to {MAX_REQUESTS}"
@@ -277,17 +371,18 @@ pub fn record(params: &Params, requests: u32, seed: u64) -> Result<Tape, String>
     cfg.end = EndRule::Drain;
     cfg.keep_records = true;
     cfg.timeseries_points = WATCH_POINTS;
-    cfg.validate().map_err(|e| e.to_string())?;
-    let (report, events) = simulate_logged(&cfg, reqs.into_iter());
-    Ok(Tape::new(params, &cfg, report, events))
+    Ok((cfg, reqs))
 }
 
 impl Tape {
+    /// The tape of one server's event log; `records` are the run's, by id (a fleet's
+    /// whole), and the tape's own records and time series are left empty.
     fn new(
         params: &Params,
         cfg: &engine::SimConfig,
-        report: engine::sim::SimReport,
+        records: &[RequestRecord],
         events: Vec<Event>,
+        end_s: f64,
     ) -> Tape {
         let bs = u64::from(cfg.server.block_size.max(1));
         let mut iterations = Vec::new();
@@ -340,8 +435,7 @@ impl Tape {
                 Event::Admitted { t_s, id } => {
                     marks.push(mark(t_s, MarkKind::Admitted, id, 0));
                     // A hit shows at the first admission, as the record counts it.
-                    let hit = report
-                        .records
+                    let hit = records
                         .get(id as usize)
                         .filter(|r| r.admitted_s == Some(t_s))
                         .map_or(0, |r| r.cached_tokens);
@@ -374,21 +468,28 @@ impl Tape {
             rate: params.rate,
             iterations,
             marks,
-            end_s: report.stats.end_s,
-            records: report.records,
-            timeseries: report.timeseries,
+            end_s,
+            records: Vec::new(),
+            timeseries: Vec::new(),
+            fleet: None,
         }
     }
 
     /// The first iteration boundary after `t` (the end of the iteration under way at `t`,
     /// or of the next one), or the run's end.
     pub fn next_boundary(&self, t: f64) -> f64 {
+        if let Some(f) = &self.fleet {
+            return f.next_boundary(t, self.end_s);
+        }
         let i = self.iterations.partition_point(|it| it.end_s <= t);
         self.iterations.get(i).map_or(self.end_s, |it| it.end_s)
     }
 
     /// The last iteration boundary before `t` (0 if none).
     pub fn previous_boundary(&self, t: f64) -> f64 {
+        if let Some(f) = &self.fleet {
+            return f.previous_boundary(t);
+        }
         let i = self.iterations.partition_point(|it| it.end_s < t);
         i.checked_sub(1)
             .and_then(|i| self.iterations.get(i))

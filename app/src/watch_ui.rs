@@ -8,10 +8,13 @@
 //! main-thread time of each frame drawn while playing is kept, and its median, 95th
 //! percentile and maximum are in the canvas's `data-frame-ms-*` attributes.
 
+mod frame;
+
 use crate::params::fmt_num;
-use crate::watch::replay::{describe, hits_text, snapshot, FLASH_S};
-use crate::watch::scene::{draw_scene, draw_ttft, HEIGHT, WIDTH};
+use crate::watch::replay::{hits_text, FLASH_S};
+use crate::watch::scene::{draw_ttft, HEIGHT, WIDTH};
 use crate::watch::{nearest_speed, Tape, WatchState, MAX_REQUESTS, SPEEDS};
+use frame::{draw_frame, fleet_table, ReplicaRow};
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
@@ -46,6 +49,8 @@ struct Counters {
     /// Prefix-cache hits ("off" without the cache).
     hits: String,
     text: String,
+    /// A fleet's replicas, by replica.
+    replicas: Vec<ReplicaRow>,
 }
 
 /// The signals the Watch view reads and writes.
@@ -223,7 +228,8 @@ fn play_loop(w: WatchSignals) {
     }
 }
 
-/// The Watch view. `to_calculator` opens the calculator on the watched parameters.
+/// The Watch view. `to_calculator` opens the calculator (a fleet: the Fleet view) on the
+/// watched parameters.
 pub fn watch_view(
     w: WatchSignals,
     to_calculator: impl Fn() + Copy + Send + Sync + 'static,
@@ -254,11 +260,7 @@ pub fn watch_view(
         };
         let t0 = now_ms();
         let flash = FLASH_S * speed.max(1.0);
-        let s = snapshot(&tape, t, flash);
-        let Some(backend) = CanvasBackend::with_canvas_object(cv.clone()) else {
-            return;
-        };
-        let drawn = match draw_scene(&backend.into_drawing_area(), &tape, &s, flash) {
+        let (s, drawn, text, replicas) = match draw_frame(&cv, &tape, t, flash) {
             Ok(d) => d,
             Err(e) => {
                 w.run
@@ -278,7 +280,6 @@ pub fn watch_view(
                 let _ = draw_ttft(&b.into_drawing_area(), &s.ttft_done, max_ttft);
             }
         }
-        let text = describe(&tape, &s);
         let ms = now_ms() - t0;
         if playing {
             frames.update_value(|f| {
@@ -300,17 +301,26 @@ pub fn watch_view(
         let _ = cv.set_attribute("data-kv-drawn", &drawn.kv_blocks.to_string());
         let _ = cv.set_attribute("data-kv-cached-drawn", &drawn.kv_cached_idle.to_string());
         let _ = cv.set_attribute("data-hit-tags", &drawn.hit_tags.to_string());
+        if let Some((panels, routed)) = drawn.panels {
+            let _ = cv.set_attribute("data-replicas-drawn", &panels.to_string());
+            let _ = cv.set_attribute("data-routed-drawn", &routed.to_string());
+        } else {
+            let _ = cv.remove_attribute("data-replicas-drawn");
+            let _ = cv.remove_attribute("data-routed-drawn");
+        }
         let _ = cv.set_attribute("aria-label", &text);
         let n = tape.records.len();
+        // A fleet's batch slots and KV pool are its replicas' together.
+        let k = tape.fleet.as_ref().map_or(1, |f| f.replicas.len()) as u64;
         counters.set(Counters {
             t: format!("{t:.3} s of {:.2} s", tape.end_s),
             queue: s.queue.len(),
-            batch: format!("{} of {}", s.running, tape.max_batch),
+            batch: format!("{} of {}", s.running, u64::from(tape.max_batch) * k),
             kv: format!(
                 "{:.0} % ({} of {} blocks)",
-                100.0 * s.kv_used_blocks as f64 / tape.kv_blocks.max(1) as f64,
+                100.0 * s.kv_used_blocks as f64 / (tape.kv_blocks * k).max(1) as f64,
                 s.kv_used_blocks,
-                tape.kv_blocks
+                tape.kv_blocks * k
             ),
             completed: format!("{} of {n}", s.completed),
             rejected: s.rejected,
@@ -322,6 +332,7 @@ pub fn watch_view(
             },
             // The live region speaks only when playback stops, not 60 times a second.
             text: if playing { String::new() } else { text },
+            replicas,
         });
     });
 
@@ -378,9 +389,12 @@ pub fn watch_view(
         } else if r.running {
             view! { <span>"simulating the run in a Web Worker…"</span> }.into_any()
         } else if let Some(ms) = r.elapsed_ms {
-            let it = w
-                .tape
-                .with(|t| t.as_ref().map_or(0, |t| t.iterations.len()));
+            let it = w.tape.with(|t| {
+                t.as_ref().map_or(0, |t| match &t.fleet {
+                    Some(f) => f.replicas.iter().map(|r| r.iterations.len()).sum(),
+                    None => t.iterations.len(),
+                })
+            });
             view! { <span id="watch-time">{format!("{it} iterations simulated and logged in {ms:.0} ms, in a Web Worker")}</span> }.into_any()
         } else {
             view! { <span></span> }.into_any()
@@ -389,8 +403,13 @@ pub fn watch_view(
     let summary = move || {
         w.state.with(|s| {
             let p = &s.params;
+            let fleet = if s.is_fleet() {
+                format!(" into {} replicas behind {}", s.replicas, s.router.name())
+            } else {
+                String::new()
+            };
             format!(
-                "λ = {} req/s · {} · {} KV · B = {} · K = {} tokens · the first {} requests of seed {}",
+                "λ = {} req/s{fleet} · {} · {} KV · B = {} · K = {} tokens · the first {} requests of seed {}",
                 fmt_num(p.rate),
                 p.policy.as_str(),
                 if p.kv_mode == engine::config::KvMode::Paged { "paged" } else { "reserve" },
@@ -407,9 +426,9 @@ pub fn watch_view(
     view! {
         <div class="watch" id="watch" tabindex="0" on:keydown=on_key
             aria-label="Watch the server: space plays or pauses, the arrow keys step one iteration, + and − change the speed, Home and End jump">
-            <h2>"Watch the server"</h2>
+            <h2>{move || if w.state.with(|s| s.is_fleet()) { "Watch the fleet" } else { "Watch the server" }}</h2>
             <p class="watch-summary" id="watch-summary">{summary}
-                " · " <a href="#" id="watch-edit" on:click=move |ev| { ev.prevent_default(); to_calculator(); }>"change them in the calculator"</a></p>
+                " · " <a href="#" id="watch-edit" on:click=move |ev| { ev.prevent_default(); to_calculator(); }>{move || if w.state.with(|s| s.is_fleet()) { "change them in the Fleet view" } else { "change them in the calculator" }}</a></p>
             <div class="watch-controls">
                 <button id="watch-play" aria-pressed=move || w.playing.get().to_string()
                     on:click=move |_| w.toggle()>{move || if w.playing.get() { "‖ pause" } else { "▶ play" }}</button>
@@ -482,6 +501,7 @@ pub fn watch_view(
                         on:click=move |_| { if let Some(t) = w.tape.get_untracked() { download_json(&t); } }>"download this run (JSON)"</button>
                 </aside>
             </div>
+            {move || fleet_table(c().replicas)}
             <p class="sr-status" id="watch-text" role="status" aria-live="polite">{move || c().text}</p>
         </div>
     }

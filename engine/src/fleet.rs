@@ -31,7 +31,8 @@ use crate::kv_cache::PrefixCounts;
 use crate::limits::{Limits, MAX_REPLICAS};
 use crate::metrics::{Accumulator, PrefixAccumulator, PrefixSummary, Summary};
 use crate::record::RequestRecord;
-use crate::sim::{server, RunStats, Server, ServerView, TimePoint};
+use crate::sim::events::Event;
+use crate::sim::{logged_server, server, RunStats, Server, ServerView, TimePoint};
 use crate::workload::{Request, UserSource};
 use serde::{Deserialize, Serialize};
 
@@ -239,7 +240,7 @@ pub fn simulate_fleet_with(cfg: &FleetConfig, limits: &Limits) -> Result<FleetRe
         .base
         .workload
         .stream(cfg.base.seed, cfg.base.horizon_s)?;
-    Ok(run(cfg, stream, limits.max_drain_horizons))
+    Ok(run(cfg, stream, limits.max_drain_horizons, None))
 }
 
 /// Simulates a fleet on an explicit request sequence (sorted by arrival); `cfg` must be
@@ -248,21 +249,48 @@ pub fn simulate_fleet_requests<I: Iterator<Item = Request>>(
     cfg: &FleetConfig,
     requests: I,
 ) -> FleetReport {
-    run(cfg, requests, Limits::default().max_drain_horizons)
+    run(cfg, requests, Limits::default().max_drain_horizons, None)
 }
 
+/// [`simulate_fleet_requests`] with every replica's event log on ([`crate::sim::events`]):
+/// the report, which is the one the run gives without the logs, and each replica's log
+/// by replica index. Times in a replica's log are its own (an arrival at its entry).
+/// Meant for short runs (a log grows with iterations × batch width).
+pub fn simulate_fleet_logged<I: Iterator<Item = Request>>(
+    cfg: &FleetConfig,
+    requests: I,
+) -> (FleetReport, Vec<Vec<Event>>) {
+    let mut logs = vec![Vec::new(); cfg.replicas.len()];
+    let report = run(
+        cfg,
+        requests,
+        Limits::default().max_drain_horizons,
+        Some(&mut logs),
+    );
+    (report, logs)
+}
+
+/// The fleet's event loop; `logs`, when given, holds one event log per replica.
 fn run<I: Iterator<Item = Request>>(
     cfg: &FleetConfig,
     requests: I,
     drain_horizons: f64,
+    logs: Option<&mut Vec<Vec<Event>>>,
 ) -> FleetReport {
     let configs = cfg.replica_configs();
     let n = configs.len();
     let expected = (cfg.base.workload.rate() * cfg.base.horizon_s / n as f64).min(1e7) as usize;
-    let mut servers: Vec<Box<dyn Server + '_>> = configs
-        .iter()
-        .map(|c| server(c, expected, drain_horizons))
-        .collect();
+    let mut servers: Vec<Box<dyn Server + '_>> = match logs {
+        None => configs
+            .iter()
+            .map(|c| server(c, expected, drain_horizons))
+            .collect(),
+        Some(logs) => configs
+            .iter()
+            .zip(logs.iter_mut())
+            .map(|(c, log)| logged_server(c, expected, drain_horizons, log))
+            .collect(),
+    };
     let mut router = cfg.router.build(cfg.base.seed);
     let mut fleet = Fleet {
         routed: vec![0; n],

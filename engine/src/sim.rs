@@ -36,7 +36,7 @@ mod timeseries;
 
 pub use events::simulate_logged;
 pub use reuse::run_also_holds_for;
-pub(crate) use server::{server, Server, ServerView};
+pub(crate) use server::{logged_server, server, Server, ServerView};
 pub use timeseries::TimePoint;
 
 use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};

@@ -15,6 +15,8 @@ mod disagg;
 mod events;
 #[path = "engine/fleet.rs"]
 mod fleet;
+#[path = "engine/fleet_events.rs"]
+mod fleet_events;
 #[path = "engine/limits.rs"]
 mod limits;
 #[path = "engine/oracle.rs"]

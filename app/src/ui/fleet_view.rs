@@ -426,6 +426,42 @@ fn draw(c: Ctx, curves: &web_sys::HtmlCanvasElement, bars: &web_sys::HtmlCanvasE
 }
 
 /// The view.
+/// Opens the Watch view on this fleet: its replicas, router and server, at the fleet-wide
+/// rate of the per-replica chart, from the start.
+fn open_watch(c: Ctx) {
+    let s = c.fleet.state.get_untracked();
+    let watched = crate::watch::WatchState::of_fleet(
+        c.params.get_untracked(),
+        s.rate,
+        s.replicas.max(1),
+        s.router,
+    );
+    c.watch.state.set(watched);
+    c.watch.t.set(0.0);
+    c.view.set(View::Watch);
+}
+
+/// From a watched fleet back to the Fleet view on it (its replicas, router and server, its
+/// rate as the per-replica chart's; the calculator keeps its own rate). False, and nothing
+/// done, when the Watch view shows one server.
+pub(super) fn from_watch(c: Ctx) -> bool {
+    let w = c.watch.state.get_untracked();
+    if !w.is_fleet() {
+        return false;
+    }
+    let mut s = c.fleet.state.get_untracked();
+    if s.replicas != w.replicas {
+        s = FleetState::of(w.replicas, w.router);
+    }
+    s.router = w.router;
+    s.rate = w.params.rate;
+    let rate = c.params.with_untracked(|p| p.rate);
+    c.params.set(Params { rate, ..w.params });
+    c.fleet.state.set(s);
+    c.view.set(View::Fleet);
+    true
+}
+
 pub(super) fn fleet_view(c: Ctx) -> impl IntoView {
     let curves = NodeRef::<leptos::html::Canvas>::new();
     let bars = NodeRef::<leptos::html::Canvas>::new();
@@ -474,6 +510,8 @@ pub(super) fn fleet_view(c: Ctx) -> impl IntoView {
                     }).collect_view()}
                 </select>
             </label>
+            <button id="open-fleet-watch" title="animate a short run of this fleet at the per-replica chart's rate"
+                on:click=move |_| open_watch(c)>"▶ watch this fleet"</button>
             <span class="spacer"></span>
             <input id="fleet-share-url" class="share" readonly prop:value=share_url title="copy this link to share the view" />
         </div>

@@ -5,6 +5,7 @@
 //! as playing forwards.
 
 use super::{Mark, MarkKind, TSlot, Tape};
+use engine::record::RequestRecord;
 use std::collections::HashMap;
 
 /// How long an event stays highlighted after it happens [s of simulated time] at speed 1
@@ -53,6 +54,12 @@ pub struct Snapshot {
 
 /// The state of `tape` at `t` [s]; events within `flash` [s] before `t` are `recent`.
 pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
+    snapshot_in(tape, &tape.records, t, flash)
+}
+
+/// [`snapshot`] of a tape whose requests' records are `records` (by id): a fleet's
+/// replica, whose records are the fleet's.
+pub fn snapshot_in(tape: &Tape, records: &[RequestRecord], t: f64, flash: f64) -> Snapshot {
     let mut s = Snapshot {
         t_s: t,
         ..Snapshot::default()
@@ -81,8 +88,7 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
                 running += 1;
                 if admitted.insert(m.id) {
                     s.admissions += 1;
-                    s.admitted_prompt_tokens += tape
-                        .records
+                    s.admitted_prompt_tokens += records
                         .get(m.id as usize)
                         .map_or(0, |r| u64::from(r.prompt_tokens));
                 }
@@ -101,7 +107,7 @@ pub fn snapshot(tape: &Tape, t: f64, flash: f64) -> Snapshot {
                 s.completed += 1;
                 running -= 1;
                 reserved.remove(&m.id);
-                if let Some(ttft) = tape.records.get(m.id as usize).and_then(|r| r.ttft()) {
+                if let Some(ttft) = records.get(m.id as usize).and_then(|r| r.ttft()) {
                     s.ttft_done.push(ttft);
                 }
             }

@@ -39,6 +39,10 @@ const SLOT_ROWS: usize = 4;
 /// KV grid: at most this many cells (a cell holds several blocks when the pool is larger).
 const KV_COLS: usize = 48;
 const KV_ROWS: usize = 6;
+/// The KV grid's top [px], and how far above it its header starts: a 15 px line with its
+/// descenders clears the grid by a few pixels.
+pub const KV_TOP: i32 = 282;
+pub const KV_HEADER_GAP: i32 = 24;
 
 /// What was drawn, for the page's text alternative and the e2e test.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -264,7 +268,7 @@ pub fn draw_scene<DB: DrawingBackend>(
         drawn.busy_slots += s.slots.len() - slots_shown;
     }
     if b > slots_shown {
-        let y = by0 + SLOT_ROWS as i32 * (bh + 6) + 12;
+        let y = by0 + SLOT_ROWS as i32 * (bh + 6) - 4;
         root.draw(&Text::new(
             format!(
                 "+{} more slots ({} busy)",
@@ -296,7 +300,7 @@ pub fn draw_scene<DB: DrawingBackend>(
     }
 
     // KV cache grid.
-    let (kx0, ky0) = (20i32, 268i32);
+    let (kx0, ky0) = (20i32, KV_TOP);
     let total = tape.kv_blocks.max(1);
     let cells = (KV_COLS * KV_ROWS) as u64;
     let per_cell = total.div_ceil(cells).max(1);
@@ -317,7 +321,7 @@ pub fn draw_scene<DB: DrawingBackend>(
             tape.block_size,
             if tape.block_size == 1 { "" } else { "s" }
         ),
-        (kx0, ky0 - 12),
+        (kx0, ky0 - KV_HEADER_GAP),
         font(15),
     ))?;
     // Owner of each block, in order: (phase code, owner index) per block range.

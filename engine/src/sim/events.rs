@@ -117,10 +117,7 @@ pub fn simulate_logged<I: Iterator<Item = Request>>(
             hint,
             crate::limits::Limits::default().max_drain_horizons,
         );
-        sim.log = Sink {
-            log: Some(&mut events),
-            ..Sink::default()
-        };
+        sim.log = Sink::to(&mut events);
         sim.run(requests)
     });
     (report, events)
@@ -135,7 +132,15 @@ pub(super) struct Sink<'a> {
     running: HashSet<u64>,
 }
 
-impl Sink<'_> {
+impl<'a> Sink<'a> {
+    /// A sink that writes into `log`.
+    pub(super) fn to(log: &'a mut Vec<Event>) -> Sink<'a> {
+        Sink {
+            log: Some(log),
+            running: HashSet::new(),
+        }
+    }
+
     #[inline]
     pub(super) fn arrival(&mut self, id: u64, t_s: f64, admitted: bool, reserved_blocks: u64) {
         if let Some(log) = &mut self.log {

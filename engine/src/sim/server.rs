@@ -6,6 +6,7 @@
 //! short, so a server stepped this way makes the same run, record for record, as the same
 //! requests simulated in one go.
 
+use super::events::{Event, Sink};
 use super::source::Inbox;
 use super::{Halt, RunStats, Sim, TimePoint};
 use crate::config::SimConfig;
@@ -80,6 +81,24 @@ pub(crate) fn server<'a>(
         inbox: Inbox::new(cfg.server.overhead_s, cfg.server.overhead_per_token_s),
         halt: Halt::Idle,
     }))
+}
+
+/// [`server`] with its event log on, written into `log` ([`super::events`]).
+pub(crate) fn logged_server<'a>(
+    cfg: &'a SimConfig,
+    expected: usize,
+    drain_horizons: f64,
+    log: &'a mut Vec<Event>,
+) -> Box<dyn Server + 'a> {
+    with_scheduler!(cfg.server.policy, sched => {
+        let mut sim = Sim::new(cfg, sched, expected, drain_horizons);
+        sim.log = Sink::to(log);
+        Box::new(Stepped {
+            sim,
+            inbox: Inbox::new(cfg.server.overhead_s, cfg.server.overhead_per_token_s),
+            halt: Halt::Idle,
+        })
+    })
 }
 
 impl<S: Scheduler> Server for Stepped<'_, S> {
