@@ -72,9 +72,11 @@ pub struct BenchmarkRun {
     pub requests: usize,
     /// Warm-up requests sent, and answered, before the first measured one.
     pub warmups: u32,
-    /// Request rate [req/s]; infinite = every request at t = 0.
+    /// Request rate [req/s]; infinite = every request at t = 0 (`"inf"` in JSON).
+    #[serde(with = "number_or_inf")]
     pub rate: f64,
-    /// Gamma shape of the gaps (1 = Poisson, infinite = evenly spaced).
+    /// Gamma shape of the gaps (1 = Poisson, infinite = evenly spaced; `"inf"` in JSON).
+    #[serde(with = "number_or_inf")]
     pub burstiness: f64,
     pub schedule: Schedule,
     /// Client-side cap on requests in flight (a closed loop); `None`: no cap.
@@ -86,6 +88,12 @@ pub struct BenchmarkRun {
 }
 
 impl BenchmarkRun {
+    /// Whether the send times depend on the arrival seed (a finite rate, no fixed
+    /// times): otherwise one seed is the whole prediction.
+    pub fn is_random(&self) -> bool {
+        self.fixed_times.is_none() && self.rate.is_finite()
+    }
+
     /// Checks that the run can be simulated.
     ///
     /// # Errors
@@ -128,6 +136,36 @@ impl BenchmarkRun {
             }
         }
         Ok(())
+    }
+}
+
+/// A number that may be `+∞`, written `"inf"` as vLLM writes it (JSON has no infinity).
+mod number_or_inf {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if *x == f64::INFINITY {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_f64(*x)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum N {
+            F(f64),
+            S(String),
+        }
+        match N::deserialize(d)? {
+            N::F(x) => Ok(x),
+            N::S(s) if s.eq_ignore_ascii_case("inf") => Ok(f64::INFINITY),
+            N::S(s) => Err(D::Error::custom(format!(
+                "expected a number or \"inf\", got \"{s}\""
+            ))),
+        }
     }
 }
 

@@ -84,7 +84,7 @@ pub fn config(
     }
     let bench = like::read(path)?;
     let first = bench.seed.unwrap_or(0);
-    let seeds: Vec<u64> = if bench.run.fixed_times.is_some() || !bench.run.rate.is_finite() {
+    let seeds: Vec<u64> = if !bench.run.is_random() {
         // Nothing random to vary: one run is the prediction.
         vec![first]
     } else {

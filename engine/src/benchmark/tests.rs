@@ -174,3 +174,25 @@ fn a_summary_vllm_result_takes_mean_lengths_and_says_so() {
     let e = vllm::read(bad.as_object().unwrap()).unwrap_err();
     assert!(e.contains("\"request_rate\" is -1"), "{e}");
 }
+
+#[test]
+fn an_infinite_rate_travels_through_json_as_inf() {
+    let mut b = run(3, f64::INFINITY);
+    b.burstiness = f64::INFINITY;
+    let text = serde_json::to_string(&b).unwrap();
+    assert!(text.contains("\"rate\":\"inf\""), "{text}");
+    let back: BenchmarkRun = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, b);
+    assert!(!back.is_random());
+    b.rate = 2.5;
+    let back: BenchmarkRun = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+    assert_eq!(back.rate, 2.5);
+    assert!(back.is_random());
+    let bad = serde_json::to_string(&b)
+        .unwrap()
+        .replace("2.5", "\"fast\"");
+    let e = serde_json::from_str::<BenchmarkRun>(&bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expected a number or \"inf\""), "{e}");
+}
