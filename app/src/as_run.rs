@@ -148,6 +148,93 @@ fn uniform(run: &BenchmarkRun) -> bool {
     run.lengths.windows(2).all(|w| w[0] == w[1])
 }
 
+/// The page's benchmark-as-run job and what it has brought back so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AsRunState {
+    /// The job's id (0: none started).
+    pub id: u64,
+    /// The series it simulates (its name).
+    pub series: String,
+    /// The parameters it ran with: its figures stand for the series only under these.
+    pub params: Option<Params>,
+    /// What the simulated column then holds ([`describe`]).
+    pub label: String,
+    /// Simulation runs in all, and done per worker.
+    pub total: u32,
+    pub done: Vec<u32>,
+    /// Per worker: its share is finished.
+    pub finished: Vec<bool>,
+    /// One point per file, sorted by rate.
+    pub points: Vec<CurvePoint>,
+    pub running: bool,
+    pub error: Option<String>,
+}
+
+impl AsRunState {
+    /// The finished figures for `series` under the parameters `p`, if there are any.
+    pub fn points_for(&self, series: &str, p: &Params) -> Option<&[CurvePoint]> {
+        (!self.running
+            && self.error.is_none()
+            && self.series == series
+            && self.params.as_ref() == Some(p)
+            && !self.points.is_empty())
+        .then_some(self.points.as_slice())
+    }
+
+    /// What the report card of `series` says about the job under `p`: running (with its
+    /// progress), failed, or done (what its column holds); `None` when the job is not
+    /// this series' or its parameters have changed since.
+    pub fn status_for(&self, series: &str, p: &Params) -> Option<(AsRunStatus, String)> {
+        if self.id == 0 || self.series != series {
+            return None;
+        }
+        if self.running {
+            let done: u32 = self.done.iter().sum();
+            return Some((
+                AsRunStatus::Running,
+                format!(
+                    "simulating the benchmark as run… {done} of {} runs",
+                    self.total
+                ),
+            ));
+        }
+        if let Some(e) = &self.error {
+            return Some((AsRunStatus::Failed, format!("the benchmark as run: {e}")));
+        }
+        self.points_for(series, p).map(|_| {
+            (
+                AsRunStatus::Done,
+                format!("simulated column: {}", self.label),
+            )
+        })
+    }
+
+    /// Inserts a file's point, keeping them sorted by rate.
+    pub fn add(&mut self, point: CurvePoint) {
+        let at = self.points.partition_point(|q| q.rate < point.rate);
+        self.points.insert(at, point);
+    }
+}
+
+/// The state [`AsRunState::status_for`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsRunStatus {
+    Running,
+    Failed,
+    Done,
+}
+
+impl AsRunStatus {
+    /// The value of the report card's `data-as-run` attribute.
+    pub fn key(self) -> &'static str {
+        match self {
+            AsRunStatus::Running => "running",
+            AsRunStatus::Failed => "failed",
+            AsRunStatus::Done => "done",
+        }
+    }
+}
+
 /// The rates of `items`, for a message: "0.5 req/s … 8 req/s".
 pub fn rate_span(items: &[Item]) -> String {
     let lo = items.iter().map(|i| i.rate).fold(f64::INFINITY, f64::min);

@@ -148,3 +148,49 @@ fn files_without_lengths_are_not_simulated_as_run_and_adopting_says_so() {
         a.unexpressed
     );
 }
+
+#[test]
+fn the_cards_figures_follow_the_job_and_its_parameters() {
+    let s = series(|t| t.to_string());
+    let it = items(&s);
+    let p = server();
+    let mut st = AsRunState {
+        id: 4,
+        series: s.name.clone(),
+        params: Some(p.clone()),
+        label: describe(&it, p.seeds),
+        total: total_runs(&it, p.seeds),
+        done: vec![2, 3],
+        finished: vec![false, false],
+        running: true,
+        ..AsRunState::default()
+    };
+    let (k, text) = st.status_for(&s.name, &p).unwrap();
+    assert_eq!(k, AsRunStatus::Running);
+    assert_eq!(text, "simulating the benchmark as run… 5 of 9 runs");
+    assert!(st.points_for(&s.name, &p).is_none());
+    for i in it.iter().rev() {
+        st.add(point(&p, i.rate, &i.run, &mut || {}).unwrap());
+    }
+    st.running = false;
+    let rates: Vec<f64> = st
+        .points_for(&s.name, &p)
+        .unwrap()
+        .iter()
+        .map(|q| q.rate)
+        .collect();
+    assert_eq!(rates, vec![0.5, 2.0, 8.0]);
+    let (k, text) = st.status_for(&s.name, &p).unwrap();
+    assert_eq!(k, AsRunStatus::Done);
+    assert!(
+        text.starts_with("simulated column: the benchmark as run: 40 prompts"),
+        "{text}"
+    );
+    // Other parameters, or another series: the figures are not theirs.
+    let mut q = p.clone();
+    q.max_batch = 4;
+    assert!(st.points_for(&s.name, &q).is_none() && st.status_for(&s.name, &q).is_none());
+    assert!(st.status_for("measured: another run", &p).is_none());
+    st.error = Some("stopped".into());
+    assert_eq!(st.status_for(&s.name, &p).unwrap().0, AsRunStatus::Failed);
+}
