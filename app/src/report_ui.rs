@@ -6,7 +6,7 @@
 //! markdown exports.
 
 use crate::adopt::{contradictions, page_params_for};
-use crate::as_run::AsRunState;
+use crate::as_run::{AsRunState, AsRunStatus};
 use crate::curves::{CurvePoint, ModelCurve};
 use crate::format;
 use crate::job::{model_curves, Models};
@@ -143,7 +143,7 @@ fn card_view(s: ReportSignals, i: usize, series: MeasuredSeries, card: Card) -> 
     let adopt_series = series.clone();
     let as_run_items = crate::as_run::items(&series).len();
     let status = s.as_run.with(|a| a.status_for(&series.name, &p));
-    let as_run_done = status.as_ref().is_some_and(|(k, _)| k.key() == "done");
+    let as_run_done = matches!(status, Some((AsRunStatus::Done, _)));
     let button = if as_run_items > 0 {
         "simulate this benchmark"
     } else {

@@ -37,7 +37,7 @@ pub struct Setup {
     /// The folder the file came from, when it came in one.
     pub folder: Option<String>,
     /// The benchmark as it was run, when the file records enough to simulate it.
-    pub run: Option<FileRun>,
+    pub run: Option<Box<FileRun>>,
 }
 
 /// A file's benchmark as it was run ([`engine::benchmark`]), and what its reader had to
@@ -128,7 +128,7 @@ impl Setup {
             // The engine's reader, the one `bench-native simulate --like` uses.
             run: engine::benchmark::vllm::read(obj)
                 .ok()
-                .map(|(run, notes)| FileRun { run, notes }),
+                .map(|(run, notes)| Box::new(FileRun { run, notes })),
         }
     }
 
