@@ -896,6 +896,52 @@ await check('an 8-file vLLM sweep is one series, no point under the legend, a re
   assert(cmp.errors.length === 0, cmp.errors.join(' | '));
   await pg.close();
 });
+// "Simulate this benchmark": each file of the sweep simulated as it was run (its 40
+// prompts, its rate and burstiness, its client cap) by engine::benchmark in the workers;
+// the report card's simulated column is then those figures, labelled as such.
+await check('simulate this benchmark: each vLLM file run as it was, in the workers, fills the report card\'s simulated column', async () => {
+  const server = 'policy=chunked&B=8&K=65536&kv=paged&block=16&budget=2048&cost=linear&b0=0.0107&bp=0.000314&bd=0.000482&len=lognormal&pm=6&ps=0.8&om=22&os=0.9&rates=0.5%2C1%2C2%2C3%2C4%2C5&T=120';
+  const cmp = await open(`${base}?${server}`);
+  const pg = cmp.page;
+  await sweepDone(pg, null);
+  const dir = path.join(here, 'fixtures', 'vllm-sweep');
+  const names = fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  await dropMany(pg, names.map((n) => ({ name: n, type: 'application/json', data: fs.readFileSync(path.join(dir, n)) })));
+  await pg.waitForSelector('#report .card', { timeout: 10000 });
+  const button = await pg.textContent('#report .adopt');
+  assert(button === 'simulate this benchmark', `button: ${button}`);
+  // The prompt count is no longer "not simulated yet": the benchmark as run has it.
+  const clashes = await pg.textContent('#report .clashes');
+  assert(!/not simulated yet/.test(clashes), clashes);
+  const sweptBefore = await pg.evaluate(() => document.documentElement.dataset.sweepDone);
+  const t0 = Date.now();
+  await pg.click('#report .adopt');
+  await pg.waitForFunction(() => document.documentElement.dataset.asRunDone, null, { timeout: 120000 });
+  numbers.as_run_ms = Date.now() - t0;
+  const label = await pg.waitForSelector('#report .as-run[data-as-run="done"]', { timeout: 10000 }).then((e) => e.textContent());
+  assert(/^simulated column: the benchmark as run: 40 prompts per file, the files' mean lengths for every request · 8 files, \d+ runs/.test(label), label);
+  const hint = await pg.textContent('#report .card > p.hint');
+  assert(hint.includes('sim = the benchmark as run'), hint);
+  // Every cell of the card has a simulated value with its band, at every file's rate.
+  const sims = await pg.$$eval('#report tr.metric-row td .sim', (s) => s.map((e) => e.textContent));
+  assert(sims.length === 7 * 8, `${sims.length} simulated cells`);
+  const banded = sims.filter((t) => /^sim [\d.]+ \S+ ± [\d.]+/.test(t));
+  assert(banded.length === sims.length, sims.filter((t) => !banded.includes(t)).join(' | '));
+  // Completed req/s over the benchmark's own window: 40 prompts sent over N / rate seconds
+  // and drained, so a little under each file's rate (the sweep's open loop has none of that).
+  const goodput = await pg.$$eval('#report tr[data-metric="goodput"] td .sim', (s) => s.map((e) => parseFloat(e.textContent.slice(4))));
+  const rates = [0.5, 1, 1.5, 2, 3, 4, 6, 8];
+  goodput.forEach((g, i) => assert(g < rates[i] * 1.05 && g > rates[i] * 0.6, `goodput at ${rates[i]}: ${g}`));
+  // Then the chart follows the adopted parameters: the sweep runs after the benchmark.
+  await sweepDone(pg, sweptBefore);
+  const horizon = await pg.inputValue('input[data-key="T"]');
+  assert(horizon === '20', `T after adopting: ${horizon}`);
+  const still = await pg.getAttribute('#report .as-run', 'data-as-run');
+  assert(still === 'done', `after the sweep: ${still}`);
+  await pg.locator('#report .card').screenshot({ path: path.join(shots, 'report-card-as-run.png') });
+  assert(cmp.errors.length === 0, cmp.errors.join(' | '));
+  await pg.close();
+});
 await check('a zipped bench-native validate folder loads every rate, one series per run folder', async () => {
   const cmp = await open(base);
   const pg = cmp.page;

@@ -8,8 +8,10 @@
 //! the run's rates, its burstiness (gamma arrivals, docs/model.md, Workload), a horizon
 //! that yields its prompt count at the run's middle rate, the vLLM run rules (drain, no
 //! cut at T), and the server flags the files record (B, K, block size, token budget).
-//! What the engine cannot express yet — a client-side concurrency cap, warm-up requests,
-//! the exact prompt count at every rate — is listed, not approximated.
+//! The sweep cannot express a client-side concurrency cap, warm-up requests or the exact
+//! prompt count at every rate; when every file records its benchmark, "simulate this
+//! benchmark" runs each one as it was run ([`crate::as_run`]) and these are expressed
+//! there. Otherwise they are listed, not approximated.
 
 use crate::format;
 use crate::measured::MeasuredSeries;
@@ -157,6 +159,8 @@ pub fn contradictions(s: &MeasuredSeries, p: &Params) -> Vec<String> {
 pub fn page_params_for(s: &MeasuredSeries, p: &Params) -> Adopted {
     let mut q = p.clone();
     let mut unexpressed = Vec::new();
+    // Each file simulated as run: its prompt count, warm-ups and cap are its own.
+    let as_run = crate::as_run::covers(s);
     let r = rates(s);
     if !r.is_empty() {
         q.rates = r.clone();
@@ -165,7 +169,7 @@ pub fn page_params_for(s: &MeasuredSeries, p: &Params) -> Adopted {
         q.rate = mid;
         if let Some(n) = s.setup.prompts {
             q.horizon_s = (n as f64 / mid * 1000.0).round() / 1000.0;
-            if r.len() > 1 {
+            if r.len() > 1 && !as_run {
                 unexpressed.push(format!(
                     "exactly {n} prompts at every rate (T = {} gives {n} at {}, more above it, fewer below)",
                     format::latency(q.horizon_s),
@@ -198,10 +202,10 @@ pub fn page_params_for(s: &MeasuredSeries, p: &Params) -> Adopted {
     if let Some(t) = flag(s, &["max_num_batched_tokens"]) {
         q.token_budget = t as u32;
     }
-    if let Some(c) = s.setup.max_concurrency {
+    if let Some(c) = s.setup.max_concurrency.filter(|_| !as_run) {
         unexpressed.push(format!("the client's cap of {c} requests in flight"));
     }
-    if let Some(w) = s.setup.warmups.filter(|w| *w > 0) {
+    if let Some(w) = s.setup.warmups.filter(|w| *w > 0 && !as_run) {
         unexpressed.push(format!(
             "{w} warm-up request{} before the measured ones",
             if w == 1 { "" } else { "s" }

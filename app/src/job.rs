@@ -61,6 +61,8 @@ pub enum Task {
     FleetDetail { fleet: FleetState },
     /// The analytical fleet model at these rates.
     FleetModel { fleet: FleetState, rates: Vec<f64> },
+    /// Every seed of one file's benchmark as it was run, replied as a point at `rate`.
+    Benchmark { item: Box<crate::as_run::Item> },
     /// A worker's share of a plan (the Plan view): the screen if `screen`, and the
     /// finalists of these ranks confirmed by simulation.
     Plan {
@@ -75,6 +77,7 @@ impl Task {
     pub fn runs(&self, seeds: u32) -> u32 {
         match self {
             Task::Curve { .. } | Task::Grid { .. } => seeds,
+            Task::Benchmark { item } => crate::as_run::seeds_of(&item.run, seeds),
             Task::FleetCurve { routers, .. } => seeds * routers.len() as u32,
             Task::FleetDetail { .. } | Task::FleetModel { .. } => 1,
             Task::Plan { screen, ranks, .. } => u32::from(*screen) + ranks.len() as u32,
@@ -273,6 +276,14 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
                 &mut out,
             ),
             Task::Detail { rate } => detail(p, *rate).map(|detail| Reply::Detail { id, detail }),
+            Task::Benchmark { item } => crate::as_run::point(p, item.rate, &item.run, &mut || {
+                out.tick()
+            })
+            .map(|point| Reply::Point {
+                id,
+                grid: None,
+                point,
+            }),
             Task::Models { rates } => Ok(Reply::Models {
                 id,
                 models: models(p, rates),

@@ -10,6 +10,7 @@
 //! [`plan`] (the Plan view: the cheapest fleet that meets an SLO, its URL and work).
 
 pub mod adopt;
+pub mod as_run;
 pub mod chart;
 pub mod curves;
 #[cfg(target_arch = "wasm32")]

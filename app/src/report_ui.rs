@@ -1,9 +1,12 @@
 //! The report card on the page (browser only): per measured series, the verdict, the
 //! metric × rate table ([`crate::report::Card`]), the setup each file records, where it
-//! contradicts the page's parameters, one click to adopt it ([`crate::adopt`]), and the
-//! CSV and markdown exports.
+//! contradicts the page's parameters, one click to adopt it ([`crate::adopt`]) — and,
+//! when the files record their benchmarks, to simulate each as it was run
+//! ([`crate::as_run`]), whose figures then fill the simulated column — and the CSV and
+//! markdown exports.
 
 use crate::adopt::{contradictions, page_params_for};
+use crate::as_run::{AsRunState, AsRunStatus};
 use crate::curves::{CurvePoint, ModelCurve};
 use crate::format;
 use crate::job::{model_curves, Models};
@@ -22,6 +25,10 @@ pub struct ReportSignals {
     pub params: RwSignal<Params>,
     /// The analytical model the card shows (by name; None: the first that predicts).
     pub model: RwSignal<Option<String>>,
+    /// The benchmark-as-run job and its figures.
+    pub as_run: RwSignal<AsRunState>,
+    /// "Simulate this benchmark" (or, without benchmarks in the files, "adopt").
+    pub simulate: Callback<MeasuredSeries>,
 }
 
 /// The names of the models that predict anything.
@@ -97,13 +104,18 @@ pub fn report_cards(s: ReportSignals) -> impl IntoView {
         }
         let names = s.models.with(model_names);
         let chosen = s.model.get();
+        let params = s.params.get();
         let cards = series
             .into_iter()
             .enumerate()
             .map(|(i, ser)| {
-                let card = s
-                    .models
-                    .with(|m| s.points.with(|p| card_of(&ser, p, m, chosen.as_deref())));
+                // The benchmark as run, when it is done for these parameters; else the sweep.
+                let card = s.as_run.with(|a| match a.points_for(&ser.name, &params) {
+                    Some(pts) => s.models.with(|m| card_of(&ser, pts, m, chosen.as_deref())),
+                    None => s
+                        .models
+                        .with(|m| s.points.with(|p| card_of(&ser, p, m, chosen.as_deref()))),
+                });
                 card_view(s, i, ser, card)
             })
             .collect_view();
@@ -129,6 +141,14 @@ fn card_view(s: ReportSignals, i: usize, series: MeasuredSeries, card: Card) -> 
     let p = s.params.get_untracked();
     let clashes = contradictions(&series, &p);
     let adopt_series = series.clone();
+    let as_run_items = crate::as_run::items(&series).len();
+    let status = s.as_run.with(|a| a.status_for(&series.name, &p));
+    let as_run_done = matches!(status, Some((AsRunStatus::Done, _)));
+    let button = if as_run_items > 0 {
+        "simulate this benchmark"
+    } else {
+        "adopt the file's setup"
+    };
     let csv = card.to_csv();
     let md = card.to_markdown();
     let slug = format!("kvqueue-report-{}", i + 1);
@@ -189,25 +209,33 @@ fn card_view(s: ReportSignals, i: usize, series: MeasuredSeries, card: Card) -> 
         .map(|n| view! { <li>{n.clone()}</li> })
         .collect_view();
     let has_clashes = !clashes.is_empty();
+    let show_button = has_clashes || as_run_items > 0;
+    let sim_hint = if as_run_done {
+        "sim = the benchmark as run, mean over seeds ± 95 % CI half-width"
+    } else {
+        "sim = simulated mean ± 95 % CI half-width"
+    };
     view! {
         <div class="card" data-series=series.name.clone()>
             <h3 class="series-name">{series.name.clone()}</h3>
             <p class="verdict">{card.verdict.clone()}</p>
-            {has_clashes.then(|| {
+            {show_button.then(|| {
                 let unexpressed = page_params_for(&adopt_series, &p).unexpressed;
                 view! {
                     <div class="clashes">
-                        <p>"The page simulates something else than this run:"</p>
-                        <ul>{clashes.into_iter().map(|c| view! { <li>{c}</li> }).collect_view()}</ul>
-                        <button class="adopt" on:click=move |_| {
-                            let a = s.params.with_untracked(|p| page_params_for(&adopt_series, p));
-                            s.params.set(a.params);
-                        }>"adopt the file's setup"</button>
+                        {has_clashes.then(|| view! {
+                            <p>"The page's sweep simulates something else than this run:"</p>
+                            <ul>{clashes.into_iter().map(|c| view! { <li>{c}</li> }).collect_view()}</ul>
+                        })}
+                        <button class="adopt" on:click=move |_| s.simulate.run(adopt_series.clone())>{button}</button>
                         {(!unexpressed.is_empty()).then(|| view! {
                             <span class="hint">{format!(" — not simulated yet: {}", unexpressed.join("; "))}</span>
                         })}
                     </div>
                 }
+            })}
+            {status.map(|(k, text)| view! {
+                <p class="as-run" data-as-run=k.key()>{text}</p>
             })}
             <div class="table-scroll">
             <table class="report-card">
@@ -218,7 +246,7 @@ fn card_view(s: ReportSignals, i: usize, series: MeasuredSeries, card: Card) -> 
                 </tbody>
             </table>
             </div>
-            <p class="hint">{format!("each cell: measured · sim = simulated mean ± 95 % CI half-width · {model} · error = |measured − simulated| / simulated (hover a cell for its file)")}</p>
+            <p class="hint">{format!("each cell: measured · {sim_hint} · {model} · error = |measured − simulated| / simulated (hover a cell for its file)")}</p>
             <button class="report-csv" on:click=move |_| download_text(&slug_csv, &csv, "text/csv")>"export CSV"</button>
             " "
             <button class="report-md" on:click=move |_| download_text(&slug_md, &md, "text/markdown")>"export markdown"</button>

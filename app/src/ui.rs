@@ -33,6 +33,7 @@ use std::rc::Rc;
 use wasm_bindgen::JsCast;
 
 mod answer;
+mod as_run_view;
 mod calc_chart;
 mod fleet_view;
 mod measured_io;
@@ -184,6 +185,8 @@ struct Ctx {
     watched: StoredValue<Option<WatchState>>,
     fleet: FleetSignals,
     plan: PlanSignals,
+    /// "Simulate this benchmark": the benchmark-as-run job and its figures.
+    as_run: RwSignal<crate::as_run::AsRunState>,
 }
 
 thread_local! {
@@ -214,6 +217,10 @@ fn on_reply(c: Ctx, w: usize, reply: Reply) {
     }
     if plan_view::claims(c, &reply) {
         plan_view::on_reply(c, w, reply);
+        return;
+    }
+    if as_run_view::claims(c, &reply) {
+        as_run_view::on_reply(c, w, reply);
         return;
     }
     match reply {
@@ -332,6 +339,7 @@ fn start_sweep(c: Ctx) {
     c.swept.set_value(Some(p.clone()));
     fleet_view::forget(c);
     plan_view::forget(c);
+    as_run_view::forget(c);
     // Submitting cancels whatever the workers ran, a lesson or a watched run included.
     c.learnt.set_value(None);
     c.watched.set_value(None);
@@ -356,6 +364,7 @@ fn start_grid(c: Ctx) {
     c.swept.set_value(None);
     fleet_view::forget(c);
     plan_view::forget(c);
+    as_run_view::forget(c);
     let mut tasks = reference_grid();
     tasks.reverse();
     let shares = shard(tasks, n);
@@ -384,6 +393,7 @@ fn start_lesson(c: Ctx) {
     c.watched.set_value(None);
     fleet_view::forget(c);
     plan_view::forget(c);
+    as_run_view::forget(c);
     c.learn.run.update(|r| {
         r.id = id;
         r.running = true;
@@ -417,6 +427,7 @@ fn start_watch(c: Ctx) {
     c.learnt.set_value(None);
     fleet_view::forget(c);
     plan_view::forget(c);
+    as_run_view::forget(c);
     c.watch.playing.set(false);
     c.watch.tape.set(None);
     c.watch.run.set(crate::watch_ui::WatchRun {
@@ -591,6 +602,7 @@ pub fn App() -> impl IntoView {
             params,
             search.trim_start_matches('?').to_string(),
         ),
+        as_run: RwSignal::new(Default::default()),
     };
     let n = window().navigator().hardware_concurrency().clamp(1.0, 4.0) as usize;
     POOL.with(|p| *p.borrow_mut() = Some(Pool::new(n, move |w, r| on_reply(c, w, r))));

@@ -7,9 +7,10 @@
 //!   `vllm bench serve --save-result` JSON ([`vllm`]) or a `bench-native run` folder
 //!   ([`run_folder`]). Whatever the file lacks is a [`Benchmark::notes`] line naming the
 //!   field and what the simulation assumes instead; nothing is defaulted silently.
-//! * [`predict`]: the benchmark simulated once per seed of the arrival process, each run's
-//!   records summarised by `engine::metrics` over the benchmark's own window (first send
-//!   to last token, as `vllm bench serve` and `bench-native run` measure it).
+//! * [`predict`]: the benchmark simulated once per seed of the arrival process by
+//!   `engine::benchmark` (the same core the page runs), each run summarised by
+//!   `engine::metrics` over the benchmark's own window (first send to last token, as
+//!   `vllm bench serve` and `bench-native run` measure it).
 //! * [`report`]: each metric predicted (mean over the seeds, with the seeds' range as the
 //!   band) beside the measured value and the relative error, as a table, CSV or JSON.
 
@@ -17,11 +18,9 @@ pub mod report;
 pub mod run_folder;
 pub mod vllm;
 
-use engine::config::{EndRule, SimConfig};
-use engine::fleet::{Client, FleetConfig, RouterKind};
+pub use engine::benchmark::{BenchmarkRun, Schedule};
+use engine::config::SimConfig;
 use engine::metrics::Summary;
-use engine::record::RequestRecord;
-use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
 use std::path::Path;
 
 /// Errors reading a result file.
@@ -54,16 +53,6 @@ impl LikeError {
     }
 }
 
-/// How the client spaced its sends.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Schedule {
-    /// `vllm bench serve`: gamma gaps (shape = burstiness, mean 1/rate) summed, then
-    /// scaled so that the last request is sent at exactly N / rate; the first at 0.
-    VllmNormalized,
-    /// `bench-native run`: the engine's own arrival process from the run's seed on.
-    Renewal,
-}
-
 /// Where a measured latency starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LatencyFrom {
@@ -79,24 +68,13 @@ pub enum LatencyFrom {
 pub struct Benchmark {
     /// What wrote the file (`vllm bench serve`, `bench-native run`).
     pub tool: String,
-    /// Requests in the benchmark (warm-ups excluded).
-    pub requests: usize,
-    /// Request rate [req/s]; infinite = every request at t = 0.
-    pub rate: f64,
-    /// Gamma shape of the gaps (1 = Poisson).
-    pub burstiness: f64,
-    pub schedule: Schedule,
-    /// Client-side cap on requests in flight.
-    pub max_concurrency: Option<u32>,
+    /// What was run: requests, lengths, schedule, gate (the engine's description).
+    pub run: BenchmarkRun,
     pub latency_from: LatencyFrom,
-    /// (prompt, output) tokens of every request, in send order.
-    pub lengths: Vec<(u32, u32)>,
     /// The measurement, in [`Metric`] order (`None`: not in the file).
     pub measured: Vec<Option<f64>>,
     /// The seed the run itself used for its arrivals, when the file says.
     pub seed: Option<u64>,
-    /// Send times fixed by the run itself (a trace) [s]: every seed uses them.
-    pub fixed_times: Option<Vec<f64>>,
     /// What the file lacks and what the simulation assumes instead, one line each.
     pub notes: Vec<String>,
 }
@@ -210,96 +188,6 @@ pub fn read(path: &Path) -> Result<Benchmark, LikeError> {
     }
 }
 
-/// Send times of the benchmark's requests for arrival seed `seed` [s]: the gaps of the
-/// engine's arrival process (gamma with shape = burstiness, Poisson at 1, evenly spaced
-/// at an infinite burstiness) summed from 0; for [`Schedule::VllmNormalized`] scaled so
-/// that the last send is at N / rate. An infinite rate sends everything at 0.
-pub fn send_times(b: &Benchmark, seed: u64) -> Vec<f64> {
-    let n = b.requests;
-    if let Some(t) = &b.fixed_times {
-        return t.clone();
-    }
-    if !b.rate.is_finite() {
-        return vec![0.0; n];
-    }
-    let arrivals = if !b.burstiness.is_finite() {
-        ArrivalProcess::Deterministic { rate: b.rate }
-    } else if b.burstiness == 1.0 {
-        ArrivalProcess::Poisson { rate: b.rate }
-    } else {
-        ArrivalProcess::Gamma {
-            rate: b.rate,
-            burstiness: b.burstiness,
-        }
-    };
-    let w = Workload {
-        arrivals,
-        lengths: LengthDist::Fixed {
-            prompt: 1,
-            output: 1,
-        },
-        max_model_len: None,
-        shared: None,
-    };
-    // Far past the N-th arrival: the stream stops at N, not at the horizon.
-    let horizon = (n as f64 / b.rate) * 1e3 + 1e3;
-    let mut t: Vec<f64> = match w.stream(seed, horizon) {
-        Ok(s) => s.take(n).map(|r| r.arrival).collect(),
-        Err(_) => Vec::new(),
-    };
-    if t.len() < n {
-        // Only if the process cannot be sampled (checked by the reader): even spacing.
-        t = (1..=n).map(|i| i as f64 / b.rate).collect();
-    }
-    if b.schedule == Schedule::VllmNormalized {
-        // vLLM's get_request: the cumulative delays are scaled so that the last one is
-        // N / rate (the first request waits its own scaled delay too).
-        let last = t.last().copied().unwrap_or(0.0);
-        if last > 0.0 {
-            let f = n as f64 / b.rate / last;
-            for x in &mut t {
-                *x *= f;
-            }
-        }
-    }
-    t
-}
-
-/// The simulation of one seed: the requests in order, at their send times, on the server
-/// of `base` (its workload replaced), drained.
-pub fn sim_config(b: &Benchmark, base: &SimConfig, seed: u64) -> SimConfig {
-    let times = send_times(b, seed);
-    let requests: Vec<TraceRequest> = times
-        .iter()
-        .zip(&b.lengths)
-        .map(|(&arrival, &(prompt, output))| TraceRequest {
-            arrival,
-            prompt,
-            output,
-            class: 0,
-        })
-        .collect();
-    let last = times.last().copied().unwrap_or(0.0);
-    let mut c = base.clone();
-    c.workload = Workload {
-        arrivals: ArrivalProcess::Trace { requests },
-        lengths: LengthDist::Fixed {
-            prompt: 1,
-            output: 1,
-        },
-        max_model_len: base.workload.max_model_len,
-        shared: None,
-    };
-    c.end = EndRule::Drain;
-    // Arrivals end with the trace; a horizon past the last send lets every request in.
-    c.horizon_s = (last * 1.01).max(last + 1.0);
-    c.metrics.warmup_s = 0.0;
-    c.keep_records = true;
-    c.timeseries_points = 0;
-    c.seed = seed;
-    c
-}
-
 /// One seed's simulated benchmark: its summary over the benchmark window.
 #[derive(Clone, Debug)]
 pub struct SeedRun {
@@ -313,16 +201,6 @@ pub struct Prediction {
     pub runs: Vec<SeedRun>,
 }
 
-/// The summary of simulated `records` over the benchmark's window: from the first send
-/// (t = 0) to the last token, as the client measures its duration.
-pub fn summarize(records: &[RequestRecord], cfg: &SimConfig) -> Summary {
-    let end = records
-        .iter()
-        .filter_map(|r| r.finish_s.or(r.first_token_s))
-        .fold(0.0f64, f64::max);
-    engine::metrics::summarize(records, &cfg.metrics, end)
-}
-
 /// Simulates `b` on the server of `base` for each seed.
 ///
 /// # Errors
@@ -330,36 +208,11 @@ pub fn summarize(records: &[RequestRecord], cfg: &SimConfig) -> Summary {
 pub fn predict(b: &Benchmark, base: &SimConfig, seeds: &[u64]) -> anyhow::Result<Prediction> {
     let mut runs = Vec::with_capacity(seeds.len());
     for &seed in seeds {
-        let cfg = sim_config(b, base, seed);
-        cfg.validate()
+        let summary = engine::benchmark::simulate(&b.run, base, seed)
             .map_err(|e| anyhow::anyhow!("the simulated benchmark: {e}"))?;
-        let records = match b.max_concurrency {
-            None => engine::sim::simulate(&cfg)?.records,
-            Some(max) => {
-                // The client's gate: one server behind a client that keeps at most `max`
-                // requests in flight, each timed from its send (engine::fleet).
-                let mut fleet = FleetConfig::uniform(cfg.clone(), 1, RouterKind::RoundRobin);
-                fleet.client = Client::MaxConcurrency { max };
-                engine::fleet::simulate_fleet(&fleet)
-                    .map_err(|e| anyhow::anyhow!("the simulated benchmark: {e}"))?
-                    .records
-            }
-        };
-        runs.push(SeedRun {
-            seed,
-            summary: summarize(&records, &cfg),
-        });
+        runs.push(SeedRun { seed, summary });
     }
     Ok(Prediction { runs })
-}
-
-/// Mean lengths standing in for per-request ones: `total_in / n`, `total_out / n`, each
-/// ≥ 1, `n` requests of them.
-pub(crate) fn mean_lengths(n: usize, total_in: f64, total_out: f64) -> Vec<(u32, u32)> {
-    let k = n.max(1) as f64;
-    let p = ((total_in / k).round() as u32).max(1);
-    let o = ((total_out / k).round() as u32).max(1);
-    vec![(p, o); n]
 }
 
 #[cfg(test)]
@@ -369,36 +222,21 @@ mod tests {
     fn bench(rate: f64, burstiness: f64, schedule: Schedule) -> Benchmark {
         Benchmark {
             tool: "test".into(),
-            requests: 200,
-            rate,
-            burstiness,
-            schedule,
-            max_concurrency: None,
+            run: BenchmarkRun {
+                requests: 200,
+                warmups: 0,
+                rate,
+                burstiness,
+                schedule,
+                max_concurrency: None,
+                lengths: vec![(16, 8); 200],
+                fixed_times: None,
+            },
             latency_from: LatencyFrom::Send,
-            lengths: vec![(16, 8); 200],
             measured: vec![None; Metric::ALL.len()],
             seed: None,
-            fixed_times: None,
             notes: Vec::new(),
         }
-    }
-
-    /// vLLM's schedule ends at exactly N / rate, rises, and differs between seeds;
-    /// an infinite rate sends everything at 0.
-    #[test]
-    fn vllm_send_times_end_at_n_over_rate() {
-        let b = bench(4.0, 0.5, Schedule::VllmNormalized);
-        let t = send_times(&b, 3);
-        assert_eq!(t.len(), 200);
-        assert!((t[199] - 50.0).abs() < 1e-9, "{}", t[199]);
-        assert!(t.windows(2).all(|w| w[0] <= w[1]));
-        assert!(t[0] > 0.0);
-        assert_ne!(t, send_times(&b, 4));
-        let inf = bench(f64::INFINITY, 1.0, Schedule::VllmNormalized);
-        assert!(send_times(&inf, 0).iter().all(|&x| x == 0.0));
-        let even = bench(2.0, f64::INFINITY, Schedule::VllmNormalized);
-        let t = send_times(&even, 0);
-        assert!((t[1] - t[0] - 0.5).abs() < 1e-9, "{:?}", &t[..2]);
     }
 
     /// The same benchmark on a slower server: later tokens, the same requests, and the
@@ -419,7 +257,7 @@ mod tests {
         }
         // A closed loop of 2 (engine::fleet's client gate): every request still completes.
         let mut gated = b.clone();
-        gated.max_concurrency = Some(2);
+        gated.run.max_concurrency = Some(2);
         let g = predict(&gated, &base, &[0]).unwrap();
         assert_eq!(g.runs[0].summary.completed, 200);
         assert_eq!(g.runs[0].summary.ttft.n, 200);
@@ -429,5 +267,10 @@ mod tests {
         assert!(
             q.runs[0].summary.tpot.mean.unwrap() > p.runs[0].summary.tpot.mean.unwrap() + 0.009
         );
+        // A description the engine refuses is an error, not a panic.
+        let mut short = b.clone();
+        short.run.lengths.pop();
+        let e = predict(&short, &base, &[0]).unwrap_err().to_string();
+        assert!(e.contains("199 request lengths for 200 requests"), "{e}");
     }
 }

@@ -238,7 +238,7 @@ fn execute_like(a: &SimulateArgs, path: &std::path::Path) -> anyhow::Result<()> 
     }
     eprintln!(
         "simulated {} requests × {} seeds in {:.1} ms",
-        lc.bench.requests,
+        lc.bench.run.requests,
         lc.seeds.len(),
         took.as_secs_f64() * 1e3
     );

@@ -46,6 +46,7 @@
 //! bounded by [`limits`]: too much work for one run or sweep is an error before it
 //! starts, and a drained run that cannot empty its queue stops and says so.
 pub mod analytic;
+pub mod benchmark;
 pub mod config;
 pub mod cost;
 pub mod data;

@@ -36,14 +36,14 @@ pub struct MeasuredSeries {
 #[derive(Clone, Debug, PartialEq)]
 enum Key {
     /// Files recording their setup (or coming from one folder): equal setups, one series.
-    Setup(Setup),
+    Setup(Box<Setup>),
     /// A file that says nothing about its setup.
     File(String),
 }
 
 fn key(s: &MeasuredSet) -> Key {
     if s.setup.is_known() {
-        Key::Setup(s.setup.series_key())
+        Key::Setup(Box::new(s.setup.series_key()))
     } else {
         Key::File(s.name.clone())
     }

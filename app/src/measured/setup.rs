@@ -8,6 +8,7 @@
 //! `metadata.json` that `bench-native run` writes next to its CSVs (`server_kind`,
 //! `model`, `kv`, `run.requests_scheduled`, `run.warmup_requests`, `run.workload`, …).
 
+use engine::benchmark::BenchmarkRun;
 use serde_json::{Map, Value};
 
 /// A benchmark's setup as its file records it; `None` where the file does not say.
@@ -35,6 +36,16 @@ pub struct Setup {
     pub label: Option<String>,
     /// The folder the file came from, when it came in one.
     pub folder: Option<String>,
+    /// The benchmark as it was run, when the file records enough to simulate it.
+    pub run: Option<Box<FileRun>>,
+}
+
+/// A file's benchmark as it was run ([`engine::benchmark`]), and what its reader had to
+/// assume (one note per field the file lacks).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileRun {
+    pub run: BenchmarkRun,
+    pub notes: Vec<String>,
 }
 
 /// Top-level vLLM result fields that are server settings when a run records them
@@ -114,6 +125,10 @@ impl Setup {
             flags,
             label: s("label"),
             folder: None,
+            // The engine's reader, the one `bench-native simulate --like` uses.
+            run: engine::benchmark::vllm::read(obj)
+                .ok()
+                .map(|(run, notes)| Box::new(FileRun { run, notes })),
         }
     }
 
@@ -160,6 +175,7 @@ impl Setup {
             flags,
             label: None,
             folder: None,
+            run: None,
         }
     }
 
@@ -175,10 +191,12 @@ impl Setup {
             .map(|m| m.trim_end_matches('/').rsplit('/').next().unwrap_or(m))
     }
 
-    /// What makes two files the same run of a sweep: everything but the rate.
+    /// What makes two files the same run of a sweep: everything but the rate (and the
+    /// requests' own lengths).
     pub fn series_key(&self) -> Setup {
         Setup {
             rate: None,
+            run: None,
             ..self.clone()
         }
     }
@@ -241,6 +259,8 @@ mod tests {
         );
         assert_eq!(s.max_concurrency, None);
         assert_eq!(s.flags, vec![("max_num_seqs".into(), "8".into())]);
+        // No lengths at all: nothing to simulate the benchmark with.
+        assert_eq!(s.run, None);
         let d = s.describe();
         assert!(d.contains("300 prompts") && d.contains("2 req/s"), "{d}");
         assert!(
@@ -251,9 +271,17 @@ mod tests {
 
     #[test]
     fn an_open_loop_vllm_result_has_no_rate() {
-        let v = json!({"backend": "vllm", "request_rate": "inf", "max_concurrency": 16});
+        let v = json!({"backend": "vllm", "request_rate": "inf", "max_concurrency": 16,
+            "num_prompts": 4, "num_warmups": 1, "completed": 4, "total_input_tokens": 40,
+            "total_output_tokens": 80});
         let s = Setup::from_vllm(v.as_object().unwrap());
         assert_eq!((s.rate, s.max_concurrency), (None, Some(16)));
+        // The benchmark as run: every request at once behind a gate of 16, mean lengths.
+        let r = &s.run.as_ref().unwrap().run;
+        assert_eq!((r.requests, r.warmups, r.max_concurrency), (4, 1, Some(16)));
+        assert!(r.rate.is_infinite());
+        assert_eq!(r.lengths, vec![(10, 20); 4]);
+        assert!(s.run.as_ref().unwrap().notes[0].contains("mean lengths"));
     }
 
     #[test]

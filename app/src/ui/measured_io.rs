@@ -84,6 +84,8 @@ pub(super) fn report_signals(c: Ctx) -> ReportSignals {
         models: c.models,
         params: c.params,
         model: c.report_model,
+        as_run: c.as_run,
+        simulate: Callback::new(move |series| super::as_run_view::start(c, series)),
     }
 }
 

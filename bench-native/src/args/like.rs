@@ -84,7 +84,7 @@ pub fn config(
     }
     let bench = like::read(path)?;
     let first = bench.seed.unwrap_or(0);
-    let seeds: Vec<u64> = if bench.fixed_times.is_some() || !bench.rate.is_finite() {
+    let seeds: Vec<u64> = if !bench.run.is_random() {
         // Nothing random to vary: one run is the prediction.
         vec![first]
     } else {
@@ -104,11 +104,12 @@ pub fn config(
     )?;
     if let Some(cap) = base.workload.max_model_len {
         if let Some(i) = bench
+            .run
             .lengths
             .iter()
             .position(|&(p, o)| p as u64 + o as u64 > cap as u64)
         {
-            let (p, o) = bench.lengths[i];
+            let (p, o) = bench.run.lengths[i];
             return Err(ArgError::Conflict(format!(
                 "request {i} of {} has {p} prompt + {o} output tokens, more than --max-model-len {cap}: the server would have refused it",
                 path.display()

@@ -71,22 +71,25 @@ fn opt(x: Option<f64>) -> String {
 
 /// What was simulated, in one line.
 pub fn headline(b: &Benchmark, seeds: &[u64]) -> String {
-    let rate = if b.rate.is_finite() {
+    let rate = if b.run.rate.is_finite() {
         format!(
             "{} req/s (burstiness {})",
-            crate::args::num(b.rate),
-            b.burstiness
+            crate::args::num(b.run.rate),
+            b.run.burstiness
         )
     } else {
         "rate inf (every request at t = 0)".into()
     };
-    let gate = b.max_concurrency.map_or("no max_concurrency".into(), |c| {
-        format!("max_concurrency {c}")
-    });
+    let gate = b
+        .run
+        .max_concurrency
+        .map_or("no max_concurrency".into(), |c| {
+            format!("max_concurrency {c}")
+        });
     format!(
         "{}: {} requests, {rate}, {gate}; {} arrival seed{}",
         b.tool,
-        b.requests,
+        b.run.requests,
         seeds.len(),
         if seeds.len() == 1 { "" } else { "s" }
     )
@@ -151,10 +154,10 @@ pub fn json(b: &Benchmark, seeds: &[u64], rows: &[Row]) -> serde_json::Value {
     json!({
         "benchmark": {
             "tool": b.tool,
-            "requests": b.requests,
-            "request_rate": if b.rate.is_finite() { json!(b.rate) } else { json!("inf") },
-            "burstiness": if b.burstiness.is_finite() { json!(b.burstiness) } else { json!("inf") },
-            "max_concurrency": b.max_concurrency,
+            "requests": b.run.requests,
+            "request_rate": if b.run.rate.is_finite() { json!(b.run.rate) } else { json!("inf") },
+            "burstiness": if b.run.burstiness.is_finite() { json!(b.run.burstiness) } else { json!("inf") },
+            "max_concurrency": b.run.max_concurrency,
         },
         "notes": b.notes,
         "seeds": seeds,

@@ -4,7 +4,7 @@
 //! `bench-native run` times latencies from the intended send, so a concurrency gate's
 //! wait counts ([`LatencyFrom::Intended`]).
 
-use super::{Benchmark, LatencyFrom, LikeError, Metric, Schedule};
+use super::{Benchmark, BenchmarkRun, LatencyFrom, LikeError, Metric, Schedule};
 use crate::run::RequestRow;
 use engine::metrics::Summary;
 use engine::workload::{ArrivalProcess, Workload};
@@ -95,16 +95,23 @@ pub fn read(dir: &Path) -> Result<Benchmark, LikeError> {
     }
     Ok(Benchmark {
         tool: "bench-native run".into(),
-        requests: rows.len(),
-        rate,
-        burstiness,
-        schedule: Schedule::Renewal,
-        max_concurrency,
+        run: BenchmarkRun {
+            requests: rows.len(),
+            warmups: run
+                .get("warmup_requests")
+                .and_then(Value::as_u64)
+                .and_then(|w| u32::try_from(w).ok())
+                .unwrap_or(0),
+            rate,
+            burstiness,
+            schedule: Schedule::Renewal,
+            max_concurrency,
+            lengths,
+            fixed_times,
+        },
         latency_from: LatencyFrom::Intended,
-        lengths,
         measured,
         seed,
-        fixed_times,
         notes,
     })
 }

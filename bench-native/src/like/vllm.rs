@@ -9,7 +9,7 @@
 //! `--metadata`) that is not a 0.x version is read with these field names, and a note says
 //! so.
 
-use super::{Benchmark, LatencyFrom, LikeError, Metric, Schedule};
+use super::{Benchmark, LatencyFrom, LikeError, Metric};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -31,42 +31,7 @@ fn latency_field(m: Metric) -> Option<(&'static str, &'static str)> {
 
 /// A finite number ≥ 0 at `key`, `Ok(None)` when absent or null.
 fn number(o: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<f64>, LikeError> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
-            _ => Err(LikeError::invalid(
-                path,
-                format!("\"{key}\" is {n}: expected a finite number >= 0"),
-            )),
-        },
-        Some(v) => Err(LikeError::invalid(
-            path,
-            format!("\"{key}\" is {v}: expected a number"),
-        )),
-    }
-}
-
-/// A list of whole numbers ≥ 0 at `key`.
-fn counts(o: &Map<String, Value>, key: &str, path: &Path) -> Result<Option<Vec<u32>>, LikeError> {
-    let Some(v) = o.get(key) else { return Ok(None) };
-    let Some(a) = v.as_array() else {
-        return Err(LikeError::invalid(path, format!("\"{key}\" is not a list")));
-    };
-    a.iter()
-        .enumerate()
-        .map(|(i, x)| {
-            x.as_u64()
-                .and_then(|x| u32::try_from(x).ok())
-                .ok_or_else(|| {
-                    LikeError::invalid(
-                        path,
-                        format!("\"{key}\"[{i}] is {x}: expected a whole number of tokens"),
-                    )
-                })
-        })
-        .collect::<Result<Vec<u32>, _>>()
-        .map(Some)
+    engine::benchmark::vllm::number(o, key).map_err(|why| LikeError::invalid(path, why))
 }
 
 /// The measured value of `m` [report unit]: the `_ms` field, or one in other units
@@ -140,188 +105,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Benchmark, LikeError> {
             }
         }
     }
-    // What was run.
-    let completed = number(o, "completed", path)?;
-    let failed = number(o, "failed", path)?;
-    let input_lens = counts(o, "input_lens", path)?;
-    let output_lens = counts(o, "output_lens", path)?;
-    let requests = match number(o, "num_prompts", path)? {
-        Some(n) if n >= 1.0 && n.fract() == 0.0 => n as usize,
-        Some(n) => {
-            return Err(LikeError::invalid(
-                path,
-                format!("\"num_prompts\" is {n}: expected a whole number >= 1"),
-            ))
-        }
-        None => {
-            let (n, from) = match (&input_lens, completed, failed) {
-                (Some(l), _, _) if !l.is_empty() => (l.len(), "the length of \"input_lens\""),
-                (_, Some(c), f) if c >= 1.0 => (
-                    (c + f.unwrap_or(0.0)) as usize,
-                    "\"completed\" + \"failed\"",
-                ),
-                _ => {
-                    return Err(LikeError::invalid(
-                        path,
-                        "no \"num_prompts\", \"input_lens\" or \"completed\": the number of requests is unknown",
-                    ))
-                }
-            };
-            notes.push(format!(
-                "no \"num_prompts\": simulated {n} requests ({from})"
-            ));
-            n
-        }
-    };
-    let rate = match o.get("request_rate") {
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("inf") => f64::INFINITY,
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if x.is_finite() && x > 0.0 => x,
-            _ => {
-                return Err(LikeError::invalid(
-                    path,
-                    format!("\"request_rate\" is {n}: expected a number > 0 or \"inf\""),
-                ))
-            }
-        },
-        None | Some(Value::Null) => {
-            notes.push(
-                "no \"request_rate\": simulated as \"inf\" (vllm bench serve's default: every request sent at t = 0)"
-                    .into(),
-            );
-            f64::INFINITY
-        }
-        Some(v) => {
-            return Err(LikeError::invalid(
-                path,
-                format!("\"request_rate\" is {v}: expected a number > 0 or \"inf\""),
-            ))
-        }
-    };
-    let burstiness = match o.get("burstiness") {
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("inf") => f64::INFINITY,
-        None | Some(Value::Null) => {
-            if rate.is_finite() {
-                notes.push(
-                    "no \"burstiness\": simulated as 1 (Poisson, vllm bench serve's default)"
-                        .into(),
-                );
-            }
-            1.0
-        }
-        Some(_) => match number(o, "burstiness", path)? {
-            Some(b) if b > 0.0 => b,
-            other => {
-                return Err(LikeError::invalid(
-                    path,
-                    format!(
-                        "\"burstiness\" is {}: expected a number > 0",
-                        other.map_or("null".into(), |x| x.to_string())
-                    ),
-                ))
-            }
-        },
-    };
-    let max_concurrency = match o.get("max_concurrency") {
-        None => {
-            notes.push(
-                "no \"max_concurrency\" field: simulated without a client-side cap (vllm bench serve's default)"
-                    .into(),
-            );
-            None
-        }
-        Some(Value::Null) => None,
-        Some(v) => match v.as_u64().and_then(|x| u32::try_from(x).ok()) {
-            Some(c) if c >= 1 => Some(c),
-            _ => {
-                return Err(LikeError::invalid(
-                    path,
-                    format!("\"max_concurrency\" is {v}: expected a whole number >= 1 or null"),
-                ))
-            }
-        },
-    };
-    if let Some(s) = o.get("ramp_up_strategy").and_then(Value::as_str) {
-        notes.push(format!(
-            "\"ramp_up_strategy\" is {s}: the ramp is not simulated; the requests are spaced at the constant \"request_rate\""
-        ));
-    }
-    if o.get("backend").and_then(Value::as_str) == Some("openai-chat") {
-        notes.push(
-            "backend openai-chat: \"input_lens\" count the prompt without the chat template's tokens, which the server also prefills"
-                .into(),
-        );
-    }
-    // The lengths, in send order.
-    let lengths = match (input_lens, output_lens) {
-        (Some(inp), Some(out)) => {
-            if inp.len() != out.len() || inp.len() != requests {
-                return Err(LikeError::invalid(
-                    path,
-                    format!(
-                        "\"input_lens\" has {} entries and \"output_lens\" {}, \"num_prompts\" is {requests}: they must agree",
-                        inp.len(),
-                        out.len()
-                    ),
-                ));
-            }
-            let errors: Vec<bool> = match o.get("errors").and_then(Value::as_array) {
-                Some(e) => e
-                    .iter()
-                    .map(|x| x.as_str().is_some_and(|s| !s.is_empty()))
-                    .collect(),
-                None => vec![false; out.len()],
-            };
-            let failed_at: Vec<usize> = (0..out.len())
-                .filter(|&i| out[i] == 0 || errors.get(i).copied().unwrap_or(false))
-                .collect();
-            let mut ok: Vec<u32> = (0..out.len())
-                .filter(|i| !failed_at.contains(i))
-                .map(|i| out[i])
-                .collect();
-            ok.sort_unstable();
-            let median = ok.get(ok.len() / 2).copied().unwrap_or(1).max(1);
-            if !failed_at.is_empty() {
-                notes.push(format!(
-                    "{} requests failed in the measurement (no output length): simulated with the median output of the others, {median} tokens",
-                    failed_at.len()
-                ));
-            }
-            inp.iter()
-                .zip(&out)
-                .enumerate()
-                .map(|(i, (&p, &q))| (p.max(1), if failed_at.contains(&i) { median } else { q }))
-                .collect()
-        }
-        (inp, out) => {
-            let missing = match (inp.is_some(), out.is_some()) {
-                (false, false) => "\"input_lens\" and \"output_lens\"",
-                (true, false) => "\"output_lens\"",
-                _ => "\"input_lens\"",
-            };
-            let tin = number(o, "total_input_tokens", path)?;
-            let tout = number(o, "total_output_tokens", path)?;
-            let done = completed.filter(|&c| c >= 1.0);
-            match (tin, tout, done) {
-                (Some(i), Some(q), Some(c)) => {
-                    let l = super::mean_lengths(c as usize, i, q);
-                    notes.push(format!(
-                        "no per-request {missing} (run with --save-detailed): every request simulated with the mean lengths, {} prompt and {} output tokens (total_input_tokens and total_output_tokens over {c} completed)",
-                        l[0].0, l[0].1
-                    ));
-                    vec![l[0]; requests]
-                }
-                _ => {
-                    return Err(LikeError::invalid(
-                        path,
-                        format!(
-                            "no per-request {missing} (run with --save-detailed), and no \"total_input_tokens\", \"total_output_tokens\" and \"completed\" to take mean lengths from"
-                        ),
-                    ))
-                }
-            }
-        }
-    };
+    // What was run: the engine's reader, shared with the page.
+    let (run, run_notes) =
+        engine::benchmark::vllm::read(o).map_err(|why| LikeError::invalid(path, why))?;
+    notes.extend(run_notes);
     let mut values = Vec::with_capacity(Metric::ALL.len());
     let mut absent = Vec::new();
     for m in Metric::ALL {
@@ -340,7 +127,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Benchmark, LikeError> {
             absent.join(", ")
         ));
     }
-    if max_concurrency.is_some() {
+    if run.max_concurrency.is_some() {
         notes.push(
             "latencies as vllm bench serve measures them: from each request's send, after it passed the client's max_concurrency gate"
                 .into(),
@@ -348,16 +135,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Benchmark, LikeError> {
     }
     Ok(Benchmark {
         tool: "vllm bench serve".into(),
-        requests,
-        rate,
-        burstiness,
-        schedule: Schedule::VllmNormalized,
-        max_concurrency,
+        run,
         latency_from: LatencyFrom::Send,
-        lengths,
         measured: values,
         seed: None,
-        fixed_times: None,
         notes,
     })
 }
@@ -389,10 +170,10 @@ mod tests {
     #[test]
     fn a_detailed_result_gives_its_lengths_in_order_and_no_notes() {
         let b = parse_v(&full()).unwrap();
-        assert_eq!(b.requests, 3);
-        assert_eq!(b.lengths, vec![(10, 5), (20, 10), (30, 15)]);
-        assert_eq!(b.rate, 2.0);
-        assert_eq!(b.max_concurrency, None);
+        assert_eq!(b.run.requests, 3);
+        assert_eq!(b.run.lengths, vec![(10, 5), (20, 10), (30, 15)]);
+        assert_eq!(b.run.rate, 2.0);
+        assert_eq!(b.run.max_concurrency, None);
         assert!(b.notes.is_empty(), "{:?}", b.notes);
         assert_eq!(
             b.measured[Metric::ALL
@@ -422,8 +203,8 @@ mod tests {
         o.remove("mean_ttft_ms");
         o.insert("version".into(), json!("2.1"));
         let b = parse_v(&v).unwrap();
-        assert!(b.rate.is_infinite());
-        assert_eq!(b.lengths, vec![(20, 10); 3]);
+        assert!(b.run.rate.is_infinite());
+        assert_eq!(b.run.lengths, vec![(20, 10); 3]);
         let text = b.notes.join("\n");
         for want in [
             "no per-request \"input_lens\" and \"output_lens\" (run with --save-detailed)",
@@ -450,7 +231,7 @@ mod tests {
         v["output_lens"] = json!([5, 0, 15]);
         v["errors"] = json!(["", "HTTP 500", ""]);
         let b = parse_v(&v).unwrap();
-        assert_eq!(b.lengths[1], (20, 15));
+        assert_eq!(b.run.lengths[1], (20, 15));
         assert!(b.notes[0].contains("1 requests failed"), "{:?}", b.notes);
         for (k, bad, want) in [
             ("request_rate", json!(-1), "\"request_rate\" is -1"),
