@@ -551,6 +551,7 @@ await check('real trace exports dropped on the trace control: a Mooncake trace\'
   await p.waitForSelector('#prefix-stats');
   const hit = Number((await p.textContent('#prefix-hit-rate')).replace(' %', ''));
   assert(hit > 10, `hit rate ${hit} % from the trace's hash_ids`);
+  assert(!(await p.$('#prefix-hint')), 'the "nothing is shared" hint is shown with a Mooncake trace');
   await p.screenshot({ path: path.join(shots, 'trace-mooncake.png'), fullPage: true });
   await drop('burstgpt-sample.csv', 'burstgpt-sample.csv');
   const said = await p.textContent('#trace-info');

@@ -318,6 +318,9 @@ impl Card {
             format::value(m, c.measured),
             match (c.simulated, c.band) {
                 (Some(s), Some(b)) => {
+                    // A band below the value's own last digit (rounding noise of a
+                    // deterministic run) reads as 0.
+                    let b = if b < 5e-4 * s.abs() { 0.0 } else { b };
                     format!("sim {} ± {}", format::value(m, s), format::value(m, b))
                 }
                 (Some(s), None) => format!("sim {}", format::value(m, s)),

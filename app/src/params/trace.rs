@@ -181,6 +181,14 @@ impl Params {
         }
     }
 
+    /// Whether a loaded trace brings shared prompt blocks (a Mooncake trace's hash_ids).
+    pub fn trace_shares(&self) -> bool {
+        self.trace
+            .as_ref()
+            .and_then(|t| t.data.as_deref())
+            .is_some_and(|t| t.blocks.is_some())
+    }
+
     /// Each run's horizon [s] at `rate`: with a loaded trace, its last arrival time-scaled
     /// to `rate` (the whole trace, once); else the horizon field.
     pub fn run_horizon(&self, rate: f64) -> f64 {
@@ -314,6 +322,14 @@ mod tests {
             assert_eq!(data.len(), lines - header - failed, "{name}");
             assert!(data.has_lengths(), "{name}");
             assert_eq!(data.blocks.is_some(), format == "Mooncake", "{name}");
+            assert_eq!(
+                Params {
+                    trace: Some(t.clone()),
+                    ..Params::default()
+                }
+                .trace_shares(),
+                format == "Mooncake"
+            );
             let said = t.describe();
             let skipped = match failed {
                 0 => "no lines skipped".to_string(),

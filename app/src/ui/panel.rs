@@ -123,7 +123,7 @@ pub(super) fn panel(c: Ctx) -> impl IntoView {
                 {text_field(c, "budget", "max_num_batched_tokens (chunked)")}
                 {select_field(c, "KV mode", "kv", vec![("reserve", "reserve (loss system)"), ("paged", "paged + preemption")])}
                 {select_field(c, "prefix cache", "pc", vec![("off", "off"), ("apc", "vLLM APC")])}
-                <Show when=move || c.params.with(|p| !p.prefix_cache.is_off() && !p.shared.any())>
+                <Show when=move || c.params.with(|p| !p.prefix_cache.is_off() && !p.shared.any() && !p.trace_shares())>
                     <p class="hint" id="prefix-hint">"Nothing is shared between these requests, so the cache finds only a preempted request's own blocks: turn on system prompts or conversations."</p>
                 </Show>
                 {select_field(c, "admission", "adm", AdmissionRule::ALL.iter().map(|a| (a.key(), match a { AdmissionRule::All => "all (the KV mode's rule)", AdmissionRule::Threshold => "threshold: max in system", AdmissionRule::Dp => "threshold (DP) from the TTFT SLO" })).collect())}
