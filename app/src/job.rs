@@ -55,12 +55,13 @@ pub enum Task {
     FleetDetail { fleet: FleetState },
     /// The analytical fleet model at these rates.
     FleetModel { fleet: FleetState, rates: Vec<f64> },
-    /// A worker's share of a plan (the Plan view): the screen if `screen`, and the
-    /// finalists of these ranks confirmed by simulation.
+    /// A worker's share of a plan (the Plan view): the screen if `screen`, the
+    /// finalists of these ranks and the first `splits` disaggregated splits confirmed.
     Plan {
         plan: PlanState,
         screen: bool,
         ranks: Vec<u32>,
+        splits: u32,
     },
 }
 
@@ -71,7 +72,12 @@ impl Task {
             Task::Curve { .. } | Task::Grid { .. } => seeds,
             Task::FleetCurve { routers, .. } => seeds * routers.len() as u32,
             Task::FleetDetail { .. } | Task::FleetModel { .. } => 1,
-            Task::Plan { screen, ranks, .. } => u32::from(*screen) + ranks.len() as u32,
+            Task::Plan {
+                screen,
+                ranks,
+                splits,
+                ..
+            } => u32::from(*screen) + ranks.len() as u32 + splits,
             Task::Detail { .. }
             | Task::Models { .. }
             | Task::Lesson { .. }
@@ -218,11 +224,13 @@ pub enum Reply {
         id: u64,
         screen: Box<PlanScreen>,
     },
-    /// The finalist of `rank` simulated (None: the screen has fewer).
+    /// The finalist of `rank` simulated (None: the screen has fewer), or the split of
+    /// `rank` (`split`).
     PlanConfirmed {
         id: u64,
         rank: u32,
         confirmed: Option<Box<Confirmed>>,
+        split: Option<Box<engine::plan::ConfirmedDisagg>>,
     },
     /// This worker's share is finished.
     Done {
@@ -291,7 +299,8 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
                 plan,
                 screen,
                 ranks,
-            } => crate::plan::work::share(plan, p, id, *screen, ranks, &mut |r| match r {
+                splits,
+            } => crate::plan::work::share(plan, p, id, *screen, ranks, *splits, &mut |r| match r {
                 Some(r) => (out.send)(r),
                 None => out.tick(),
             }),
