@@ -63,12 +63,13 @@ pub enum Task {
     FleetModel { fleet: FleetState, rates: Vec<f64> },
     /// Every seed of one file's benchmark as it was run, replied as a point at `rate`.
     Benchmark { item: Box<crate::as_run::Item> },
-    /// A worker's share of a plan (the Plan view): the screen if `screen`, and the
-    /// finalists of these ranks confirmed by simulation.
+    /// A worker's share of a plan (the Plan view): the screen if `screen`, the
+    /// finalists of these ranks and the first `splits` disaggregated splits confirmed.
     Plan {
         plan: PlanState,
         screen: bool,
         ranks: Vec<u32>,
+        splits: u32,
     },
 }
 
@@ -80,7 +81,12 @@ impl Task {
             Task::Benchmark { item } => crate::as_run::seeds_of(&item.run, seeds),
             Task::FleetCurve { routers, .. } => seeds * routers.len() as u32,
             Task::FleetDetail { .. } | Task::FleetModel { .. } => 1,
-            Task::Plan { screen, ranks, .. } => u32::from(*screen) + ranks.len() as u32,
+            Task::Plan {
+                screen,
+                ranks,
+                splits,
+                ..
+            } => u32::from(*screen) + ranks.len() as u32 + splits,
             Task::Detail { .. }
             | Task::Models { .. }
             | Task::Lesson { .. }
@@ -227,11 +233,13 @@ pub enum Reply {
         id: u64,
         screen: Box<PlanScreen>,
     },
-    /// The finalist of `rank` simulated (None: the screen has fewer).
+    /// The finalist of `rank` simulated (None: the screen has fewer), or the split of
+    /// `rank` (`split`).
     PlanConfirmed {
         id: u64,
         rank: u32,
         confirmed: Option<Box<Confirmed>>,
+        split: Option<Box<engine::plan::ConfirmedDisagg>>,
     },
     /// This worker's share is finished.
     Done {
@@ -308,7 +316,8 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
                 plan,
                 screen,
                 ranks,
-            } => crate::plan::work::share(plan, p, id, *screen, ranks, &mut |r| match r {
+                splits,
+            } => crate::plan::work::share(plan, p, id, *screen, ranks, *splits, &mut |r| match r {
                 Some(r) => (out.send)(r),
                 None => out.tick(),
             }),

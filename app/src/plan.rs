@@ -7,18 +7,21 @@
 //! traffic, the candidates (GPUs with their prices, tensor-parallel degrees, routers),
 //! the attainment target and the confirmation's size.
 
+pub mod split;
 pub mod work;
 
 use crate::params::{fmt_num, page_message, Invalid, Params, FIELDS};
 use engine::cost::roofline::{GPUS, MODELS};
+use engine::disagg::FirstTokenFrom;
 use engine::fleet::RouterKind;
-use engine::plan::{default_price, Offer, PlanError, PlanSpec};
+use engine::plan::{default_price, DisaggPlan, Offer, PlanError, PlanSpec};
 use engine::ConfigError;
 use serde::{Deserialize, Serialize};
 
 /// The Plan view's own URL keys (the rest are the calculator's).
-pub const KEYS: [&str; 10] = [
-    "prate", "profile", "gpus", "tp", "routers", "att", "fin", "pseeds", "pT", "disagg",
+pub const KEYS: [&str; 13] = [
+    "prate", "profile", "gpus", "tp", "routers", "att", "fin", "pseeds", "pT", "disagg", "plink",
+    "plat", "pfirst",
 ];
 
 /// The most replicas the page plans a fleet with (the engine plans up to
@@ -67,8 +70,14 @@ pub struct PlanState {
     pub seeds: u32,
     /// Horizon of each simulated fleet run [s].
     pub horizon_s: f64,
-    /// Also screen disaggregated splits (tandem model; not simulated).
+    /// Also plan disaggregated splits (tandem model, the finalists simulated).
     pub disagg: bool,
+    /// The splits' link from each prefill replica [Gb/s] (infinite allowed).
+    pub link_gbps: f64,
+    /// Latency added to every KV transfer [ms].
+    pub link_ms: f64,
+    /// Where the user's first token of a split comes from.
+    pub first_token: FirstTokenFrom,
 }
 
 impl Default for PlanState {
@@ -92,6 +101,9 @@ impl Default for PlanState {
             seeds: 2,
             horizon_s: 60.0,
             disagg: false,
+            link_gbps: 100.0,
+            link_ms: 0.0,
+            first_token: FirstTokenFrom::Decode,
         }
     }
 }
@@ -178,6 +190,16 @@ impl PlanState {
             "disagg" => matches!(v, "0" | "1")
                 .then(|| self.disagg = v == "1")
                 .is_some(),
+            "plink" => v
+                .parse::<f64>()
+                .ok()
+                .filter(|x| !x.is_nan())
+                .map(|x| self.link_gbps = x)
+                .is_some(),
+            "plat" => f(v).map(|x| self.link_ms = x).is_some(),
+            "pfirst" => FirstTokenFrom::parse(v)
+                .map(|x| self.first_token = x)
+                .is_some(),
             _ => false,
         }
     }
@@ -210,6 +232,9 @@ impl PlanState {
             "pseeds" => self.seeds.to_string(),
             "pT" => fmt_num(self.horizon_s),
             "disagg" => (self.disagg as u8).to_string(),
+            "plink" => fmt_num(self.link_gbps),
+            "plat" => fmt_num(self.link_ms),
+            "pfirst" => self.first_token.name().to_string(),
             _ => String::new(),
         }
     }
@@ -319,6 +344,15 @@ impl PlanState {
         }
     }
 
+    /// The disaggregated splits' settings.
+    pub fn disagg_plan(&self) -> DisaggPlan {
+        DisaggPlan {
+            bandwidth_bytes_per_s: self.link_gbps * 1e9 / 8.0,
+            latency_s: self.link_ms / 1e3,
+            first_token: self.first_token,
+        }
+    }
+
     /// Checks the plan as the engine will, plus the page's own limits.
     ///
     /// # Errors
@@ -407,6 +441,26 @@ impl PlanState {
                     "{} must be in (0, 3600], got {}",
                     label("pT"),
                     fmt_num(self.horizon_s)
+                ),
+            );
+        }
+        if self.disagg && (self.link_gbps.is_nan() || self.link_gbps <= 0.0) {
+            return at(
+                "plink",
+                format!(
+                    "{} must be > 0 (inf: the transfers take no time), got {}",
+                    label("plink"),
+                    fmt_num(self.link_gbps)
+                ),
+            );
+        }
+        if self.disagg && !(self.link_ms.is_finite() && self.link_ms >= 0.0) {
+            return at(
+                "plat",
+                format!(
+                    "{} must be a finite number >= 0, got {}",
+                    label("plat"),
+                    fmt_num(self.link_ms)
                 ),
             );
         }
@@ -499,6 +553,9 @@ pub fn label(key: &str) -> &str {
         "pseeds" => "seeds per simulated fleet",
         "pT" => "simulated horizon [s]",
         "disagg" => "also disaggregated splits",
+        "plink" => "link per prefill replica [Gb/s]",
+        "plat" => "link latency [ms]",
+        "pfirst" => "first token from",
         "llm" => "model",
         k => crate::params::label(k),
     }

@@ -38,6 +38,7 @@ mod calc_chart;
 mod fleet_view;
 mod measured_io;
 mod panel;
+mod plan_disagg;
 mod plan_table;
 mod plan_view;
 

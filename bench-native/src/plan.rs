@@ -13,6 +13,8 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::time::Instant;
 
+mod disagg;
+
 /// Arguments of `plan`.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -21,7 +23,8 @@ use std::time::Instant;
     bench-native plan --preset vllm-v1 --rate 200 --model Llama-3.1-70B --gpus A100-80GB,H100 --tp 2,4,8 --format json\n  \
     bench-native plan --preset vllm-v1 --profile 8:5,8:40,8:20 --model Qwen2.5-7B --slo-ttft 0.5   # a diurnal curve\n  \
     bench-native plan --preset vllm-v1 --rate 40 --lengths fixed --prompt 2048 --output 256 --routers random,lor,p2c\n  \
-    bench-native plan --preset vllm-v1 --rate 40 --model Qwen2.5-7B --disagg --link-gbps 100 --first-token decode   # + disaggregated splits\n\n\
+    bench-native plan --preset vllm-v1 --rate 40 --model Qwen2.5-7B --disagg --link-gbps 100 --first-token decode   # + disaggregated splits\n  \
+    bench-native plan --preset vllm-v1 --rate 20 --model Qwen2.5-7B --gpus A10G --tp 1 --disagg --link-gbps 25 --link-latency-ms 2 --finalists 1 --format csv   # a split simulated\n\n\
 GPUs are roofline presets (A10G, L4, A100-40GB, A100-80GB, H100, H200) with editable default\n\
 prices [$ per GPU-hour]: A10G 1.0, L4 0.8, A100-40GB 3.0, A100-80GB 4.0, H100 6.0, H200 8.0.\n\
 Models: Qwen2.5-1.5B, Qwen2.5-7B, Llama-3.1-8B, Llama-3.1-70B, Mistral-7B.")]
@@ -72,76 +75,13 @@ pub struct PlanArgs {
     /// table, csv (the Pareto set and the confirmed fleets) or json.
     #[arg(long, value_enum, default_value = "table")]
     pub format: PlanFormat,
-    /// Also screen disaggregated fleets: each family's cheapest split into a prefill and a
-    /// decode pool by the tandem model (table and json; not simulated).
+    /// Also plan disaggregated fleets: each family's cheapest split into a prefill and a
+    /// decode pool by the tandem model, the cheapest --finalists of them confirmed by the
+    /// disaggregated simulator over --seeds.
     #[arg(long)]
     pub disagg: bool,
     #[command(flatten)]
     pub link: crate::args::LinkArgs,
-}
-
-/// The checked `--disagg` settings (None without `--disagg`).
-fn disagg_settings(a: &PlanArgs) -> Result<Option<plan::DisaggPlan>, ArgError> {
-    if !a.disagg {
-        return Ok(None);
-    }
-    let link = a.link.check()?;
-    Ok(Some(plan::DisaggPlan {
-        bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
-        latency_s: link.latency_s,
-        first_token: link.first_token,
-    }))
-}
-
-/// The disaggregated screen of `--disagg`, as a table and as JSON.
-fn disagg_screen(
-    d: Option<plan::DisaggPlan>,
-    spec: &PlanSpec,
-) -> anyhow::Result<Option<(String, serde_json::Value)>> {
-    let Some(d) = d else {
-        return Ok(None);
-    };
-    let first = d.first_token;
-    let t = Instant::now();
-    let (found, none) = plan::screen_disagg(spec, &d)?;
-    let took = t.elapsed().as_secs_f64();
-    let mut out = format!(
-        "\nDisaggregated (tandem model, first token from the {} pool; not simulated):\n",
-        first.name()
-    );
-    let _ = writeln!(
-        out,
-        "{:<44} {:>10} {:>11} {:>10} {:>11} {:>13} {:>9}",
-        "fleet", "$/hour", "mean TTFT", "p99 TTFT", "mean TPOT", "binding", "headroom"
-    );
-    for s in &found {
-        let _ = writeln!(
-            out,
-            "{:<44} {:>10.2} {:>11} {:>10} {:>11} {:>13} {:>8.0} %",
-            format!(
-                "{}P + {}D × {}×{} ({})",
-                s.prefill,
-                s.decode,
-                s.tp,
-                s.gpu,
-                s.router.name()
-            ),
-            s.usd_per_hour,
-            ms(s.predicted.ttft_mean_s),
-            ms(s.predicted.ttft_p99_s),
-            format!("{:.1} ms", s.predicted.tpot_mean_s * 1e3),
-            s.binding,
-            100.0 * s.headroom
-        );
-    }
-    for i in &none {
-        let _ = writeln!(out, "{}×{} ({}): {}", i.tp, i.gpu, i.router.name(), i.why);
-    }
-    let _ = writeln!(out, "screened the disaggregated splits in {:.2} s", took);
-    Ok(Some((
-        out,
-        json!({"first_token": first.name(), "fleets": found}),
-    )))
 }
 
 /// How `plan` prints.
@@ -284,11 +224,7 @@ fn answer(a: &PlanArgs, rate: f64) -> anyhow::Result<Answer> {
         .collect::<Result<Vec<_>, _>>()
         .context("confirming by simulation")?;
     // The simulator's prices decide: those that meet the SLO, cheapest first.
-    confirmed.sort_by(|x, y| {
-        y.meets
-            .cmp(&x.meets)
-            .then(x.usd_per_hour.total_cmp(&y.usd_per_hour))
-    });
+    plan::by_simulation(&mut confirmed);
     Ok(Answer {
         spec,
         screen,
@@ -323,16 +259,21 @@ fn fleet_name(s: &Screened) -> String {
     format!("{} × {}×{} ({})", s.replicas, s.tp, s.gpu, s.router.name())
 }
 
-/// The answer in one sentence.
-fn sentence(ans: &Answer) -> String {
-    let slo = &ans.spec.base.metrics;
-    let goal = format!(
+/// The SLO asked for: "90 % of requests within TTFT 500 ms and TPOT 50 ms at 20 req/s".
+fn goal(spec: &PlanSpec) -> String {
+    let slo = &spec.base.metrics;
+    format!(
         "{:.0} % of requests within TTFT {} and TPOT {} at {} req/s",
-        100.0 * ans.spec.attainment,
+        100.0 * spec.attainment,
         ms(slo.slo_ttft_s),
         ms(slo.slo_tpot_s),
-        crate::args::num(ans.spec.base.workload.rate())
-    );
+        crate::args::num(spec.base.workload.rate())
+    )
+}
+
+/// The answer in one sentence.
+fn sentence(ans: &Answer) -> String {
+    let goal = goal(&ans.spec);
     match (ans.confirmed.first(), ans.screen.best()) {
         (Some(c), _) if c.meets => format!(
             "Cheapest fleet for {goal}: {} replicas of {}×{} ({}), ${:.2}/h, confirmed by simulation ({} met; {} replicas: {}).",
@@ -471,12 +412,12 @@ fn table(ans: &Answer) -> String {
 }
 
 fn csv(ans: &Answer) -> String {
-    let mut o = String::from("kind,gpu,tp,router,replicas,usd_per_hour,slo_attainment,ttft_mean_s,ttft_p99_s,tpot_mean_s,binding,headroom\n");
+    let mut o = String::from("kind,gpu,tp,router,replicas,usd_per_hour,slo_attainment,ttft_mean_s,ttft_p99_s,tpot_mean_s,binding,headroom,prefill,decode\n");
     for s in &ans.front {
         let p = &s.predicted;
         let _ = writeln!(
             o,
-            "pareto,{},{},{},{},{},{},{},{},{},{},{}",
+            "pareto,{},{},{},{},{},{},{},{},{},{},{},,",
             s.gpu,
             s.tp,
             s.router.name(),
@@ -495,7 +436,7 @@ fn csv(ans: &Answer) -> String {
         let s = &c.screened;
         let _ = writeln!(
             o,
-            "simulated,{},{},{},{},{},{},{},{},{},{},",
+            "simulated,{},{},{},{},{},{},{},{},{},{},,,",
             s.gpu,
             s.tp,
             s.router.name(),
@@ -543,21 +484,26 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
         a.finalists,
         a.seeds
     );
-    let settings = disagg_settings(&a)?;
+    let settings = disagg::settings(&a)?;
     let ans = answer(&a, peak)?;
-    let disagg = disagg_screen(settings, &a.spec(peak)?)?;
+    let disagg = disagg::answer(settings, &ans.spec, &a)?;
     match a.format {
         PlanFormat::Table => {
             print!("{}", table(&ans));
-            if let Some((t, _)) = &disagg {
-                print!("{t}");
+            if let Some(d) = &disagg {
+                print!("{}", d.table(&ans.spec));
             }
         }
-        PlanFormat::Csv => print!("{}", csv(&ans)),
+        PlanFormat::Csv => {
+            print!("{}", csv(&ans));
+            if let Some(d) = &disagg {
+                print!("{}", d.csv());
+            }
+        }
         PlanFormat::Json if a.profile.is_empty() => {
             let mut v = json_of(&ans);
-            if let Some((_, j)) = disagg {
-                v["disaggregated"] = j;
+            if let Some(d) = &disagg {
+                v["disaggregated"] = d.json(&ans.spec);
             }
             println!("{}", serde_json::to_string_pretty(&v)?)
         }
@@ -579,6 +525,9 @@ pub fn execute(a: PlanArgs) -> anyhow::Result<()> {
         match a.format {
             PlanFormat::Json => {
                 let mut v = json_of(&ans);
+                if let Some(d) = &disagg {
+                    v["disaggregated"] = d.json(&ans.spec);
+                }
                 v["profile"] = json!({"segments": segs, "fixed_usd": c.fixed_usd, "resized_usd": c.resized_usd, "hours": c.hours});
                 println!("{}", serde_json::to_string_pretty(&v)?);
             }

@@ -16,11 +16,15 @@
 //!   seeds, its replica count moved down while the simulated attainment still meets the
 //!   target and up while it does not, so the answer meets the SLO at N and misses it at
 //!   N − 1, both simulated.
+//! * [`screen_disagg`] and [`confirm_disagg`]: the same for fleets split into a prefill
+//!   and a decode pool, by the tandem model and the disaggregated simulator.
 
 mod confirm;
+mod confirm_disagg;
 mod disagg;
 
-pub use confirm::{confirm, Confirmed, SimFigures};
+pub use confirm::{answer, by_simulation, confirm, Confirmed, SimFigures, Simulated};
+pub use confirm_disagg::{confirm_disagg, ConfirmedDisagg};
 pub use disagg::{screen_disagg, DisaggPlan, ScreenedDisagg};
 
 use crate::analytic::{
@@ -103,6 +107,8 @@ pub enum PlanError {
     Model(#[from] AnalyticError),
     #[error(transparent)]
     Config(#[from] crate::ConfigError),
+    #[error(transparent)]
+    Disagg(#[from] crate::disagg::DisaggError),
 }
 
 /// One fleet the screen found: a family at a replica count, with the model's prediction.
@@ -520,10 +526,15 @@ pub fn pareto(spec: &PlanSpec, screen: &Screen, extra: u32) -> Result<Vec<Screen
 
 /// The family of a screened fleet.
 pub(crate) fn family_of(spec: &PlanSpec, s: &Screened) -> Option<Family> {
+    family(spec, &s.gpu, s.tp, s.router)
+}
+
+/// The family of a GPU, tensor-parallel degree and router.
+pub(crate) fn family(spec: &PlanSpec, gpu: &str, tp: u32, router: RouterKind) -> Option<Family> {
     spec.families()
         .0
         .into_iter()
-        .find(|f| f.gpu == s.gpu && f.tp == s.tp && f.router == s.router)
+        .find(|f| f.gpu == gpu && f.tp == tp && f.router == router)
 }
 
 #[cfg(test)]

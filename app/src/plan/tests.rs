@@ -167,6 +167,7 @@ fn a_plan_job_screens_confirms_and_its_sentence_names_a_fleet_of_the_table() {
             plan,
             screen: true,
             ranks: vec![0, 1, 40],
+            splits: 0,
         }],
     };
     let (mut screen, mut confirmed, mut nothing, mut progress) = (None, Vec::new(), 0, 0);
@@ -263,5 +264,132 @@ fn a_profile_gives_each_segment_its_count_and_the_periods_price() {
     assert!(
         lines[2].starts_with("over 16.0 h: $") && lines[2].contains("resized"),
         "{lines:?}"
+    );
+}
+
+#[test]
+fn the_link_is_in_the_url_and_checked_beside_its_field() {
+    let (mut s, p) = small();
+    s.disagg = true;
+    s.link_gbps = 25.0;
+    s.link_ms = 2.5;
+    s.first_token = engine::disagg::FirstTokenFrom::Prefill;
+    let q = s.to_query(&p);
+    assert!(
+        q.contains("&disagg=1&plink=25&plat=2.5&pfirst=prefill&"),
+        "{q}"
+    );
+    let (back, _, bad) = PlanState::from_query(&q);
+    assert!(bad.is_empty(), "{bad:?}");
+    assert_eq!(back.disagg_plan(), s.disagg_plan());
+    assert_eq!(s.disagg_plan().bandwidth_bytes_per_s, 25e9 / 8.0);
+    assert_eq!(s.disagg_plan().latency_s, 0.0025);
+    // An infinite link is allowed; a first token from nowhere is reported from the URL.
+    let (inf, _, bad) = PlanState::from_query("view=plan&disagg=1&plink=inf&pfirst=middle&plat=x");
+    assert_eq!(inf.link_gbps, f64::INFINITY);
+    assert_eq!(
+        bad,
+        vec![
+            ("pfirst".to_string(), "middle".to_string()),
+            ("plat".to_string(), "x".to_string())
+        ]
+    );
+    assert!(inf
+        .edited("pfirst", "middle")
+        .unwrap_err()
+        .contains("first token from"));
+    // Out of range: the error names the field, only when the splits are asked for.
+    let key = |s: &PlanState| s.check(&p).err().and_then(|e| e.key);
+    s.link_gbps = 0.0;
+    assert_eq!(key(&s), Some("plink"));
+    s.disagg = false;
+    assert_eq!(key(&s), None);
+    s.disagg = true;
+    s.link_gbps = 25.0;
+    s.link_ms = -1.0;
+    assert_eq!(key(&s), Some("plat"));
+    let e = s.check(&p).unwrap_err().message;
+    assert!(e.contains("link latency [ms]") && e.contains(">= 0"), "{e}");
+}
+
+#[test]
+fn a_plan_job_confirms_the_disaggregated_finalists_by_simulation() {
+    let (mut plan, params) = small();
+    plan.offers.truncate(1);
+    plan.routers = vec![RouterKind::LeastOutstanding];
+    plan.disagg = true;
+    plan.link_gbps = 25.0;
+    let job = Job {
+        id: 3,
+        params: params.clone(),
+        tasks: vec![Task::Plan {
+            plan: plan.clone(),
+            screen: true,
+            ranks: vec![0],
+            splits: 2,
+        }],
+    };
+    let (mut screen, mut splits, mut fleets, mut progress) = (None, Vec::new(), 0, 0);
+    run(&job, &mut |r| match r {
+        Reply::PlanScreen { screen: s, .. } => screen = Some(*s),
+        Reply::PlanConfirmed {
+            split: Some(c),
+            confirmed: None,
+            rank,
+            ..
+        } => splits.push((rank, *c)),
+        Reply::PlanConfirmed {
+            confirmed: Some(_),
+            split: None,
+            ..
+        } => fleets += 1,
+        Reply::Progress { done, .. } => progress = done,
+        Reply::Error { message, .. } => panic!("{message}"),
+        _ => {}
+    });
+    assert_eq!(progress, 4, "the screen, a fleet and two split ranks");
+    let screen = screen.expect("a screen");
+    assert_eq!(fleets, 1);
+    // One family: one split, confirmed; the second rank has none.
+    assert_eq!(screen.disagg.len(), 1, "{:?}", screen.disagg_none);
+    assert_eq!(splits.len(), 1);
+    let (rank, c) = splits[0].clone();
+    let c = &c;
+    assert_eq!(rank, 0);
+    assert_eq!(c.screened, screen.disagg[0]);
+    assert!(c.meets, "{c:?}");
+    assert!(c.at.attainment.mean.unwrap() >= plan.attainment);
+    assert_eq!(c.at.attainment.n, plan.seeds);
+    let confirmed: Vec<_> = splits.into_iter().map(|x| x.1).collect();
+    let rows = split::split_rows(&screen, &confirmed);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert!(r.answer && r.sim_meets == Some(true));
+    assert_eq!(r.cells.len(), split::SPLIT_COLUMNS.len());
+    assert_eq!(
+        r.sim_split.as_deref(),
+        Some(split::confirmed_name(c).as_str())
+    );
+    // The simulated p99 TTFT and TPOT beside the model's.
+    assert!(
+        r.cells[9].contains(" ± ") && r.cells[10].contains(" ± "),
+        "{r:?}"
+    );
+    let text = split::split_sentence(&plan, &screen, &confirmed, true);
+    assert!(
+        text.starts_with("Disaggregated (25 Gb/s link, 0 ms latency, first token from the decode pool): the cheapest split that meets the SLO is ")
+            && text.contains(&split::confirmed_name(c))
+            && text.contains("confirmed by simulation"),
+        "{text}"
+    );
+    // A finalist that misses in simulation is said so, and is not the answer.
+    let mut miss = c.clone();
+    miss.meets = false;
+    let rows = split::split_rows(&screen, std::slice::from_ref(&miss));
+    assert!(!rows[0].answer && rows[0].cells[7].ends_with("(miss)"));
+    let text = split::split_sentence(&plan, &screen, &[miss], true);
+    assert!(
+        text.contains("no finalist meets the SLO in simulation"),
+        "{text}"
     );
 }

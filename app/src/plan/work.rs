@@ -13,22 +13,13 @@ use crate::job::Reply;
 use crate::params::{page_message, Params};
 use engine::analytic::{predict, ModelKind, Predicted};
 use engine::cost::RooflineCost;
-use engine::disagg::FirstTokenFrom;
 use engine::fleet::RouterKind;
 use engine::metrics::Aggregate;
 use engine::plan::{
-    self, Confirmed, DisaggPlan, Infeasible, PlanSpec, Screen, Screened, ScreenedDisagg,
+    self, Confirmed, ConfirmedDisagg, Infeasible, PlanSpec, Screen, Screened, ScreenedDisagg,
 };
 use engine::plan_profile::{self, Segment};
 use serde::{Deserialize, Serialize};
-
-/// The disaggregated splits' link: 100 Gb/s, no added latency, the first token from
-/// the decode pool (the CLI's `--disagg` defaults).
-pub const DISAGG_LINK: DisaggPlan = DisaggPlan {
-    bandwidth_bytes_per_s: 100e9 / 8.0,
-    latency_s: 0.0,
-    first_token: FirstTokenFrom::Decode,
-};
 
 /// The screen of a plan, as the page shows it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -60,7 +51,7 @@ pub fn screen(plan: &PlanState, p: &Params) -> Result<PlanScreen, String> {
         .is_empty()
         .then(|| shortfall(&spec, &screen.infeasible));
     let (disagg, disagg_none) = if plan.disagg {
-        plan::screen_disagg(&spec, &DISAGG_LINK).map_err(msg)?
+        plan::screen_disagg(&spec, &plan.disagg_plan()).map_err(msg)?
     } else {
         (Vec::new(), Vec::new())
     };
@@ -98,9 +89,31 @@ pub fn confirm(
         .map_err(|e| page_message(&e.to_string()))
 }
 
+/// The disaggregated split of rank `rank` (0: the model's cheapest) of `splits`
+/// confirmed by the disaggregated simulator over the plan's seeds; None when there are
+/// fewer splits.
+///
+/// # Errors
+/// The engine's message for a split the simulator refuses.
+pub fn confirm_split(
+    plan: &PlanState,
+    p: &Params,
+    splits: &[ScreenedDisagg],
+    rank: u32,
+) -> Result<Option<ConfirmedDisagg>, String> {
+    let Some(s) = splits.get(rank as usize) else {
+        return Ok(None);
+    };
+    let seeds: Vec<u64> = (1..=u64::from(plan.seeds)).collect();
+    plan::confirm_disagg(&plan.spec(p), &plan.disagg_plan(), s, &seeds)
+        .map(Some)
+        .map_err(|e| page_message(&e.to_string()))
+}
+
 /// A worker's share of plan job `id`: the screen (sent when `send_screen`), then each
-/// finalist of `ranks` confirmed. Every reply but the last goes to `out` (`None`: one
-/// more item done, for progress); the last is returned.
+/// finalist of `ranks` confirmed, then (by the worker that screens, which has the
+/// splits) the first `splits` disaggregated splits confirmed. Every reply but the last
+/// goes to `out` (`None`: one more item done, for progress); the last is returned.
 ///
 /// # Errors
 /// The first error of the screen or of a confirmation.
@@ -110,40 +123,56 @@ pub fn share(
     id: u64,
     send_screen: bool,
     ranks: &[u32],
+    splits: u32,
     out: &mut dyn FnMut(Option<Reply>),
 ) -> Result<Reply, String> {
+    let mut last: Option<Reply> = None;
+    let mut send = |r: Reply, out: &mut dyn FnMut(Option<Reply>)| {
+        if let Some(prev) = last.replace(r) {
+            out(Some(prev));
+        }
+    };
     // Only the worker that sends the screen needs its extras (Pareto set, splits,
     // profile); the others need the feasible fleets.
-    let feasible = if send_screen {
+    let (feasible, disagg) = if send_screen {
         let s = screen(plan, p)?;
-        let f = s.screen.clone();
+        let kept = (s.screen.clone(), s.disagg.clone());
         out(None);
-        if ranks.is_empty() {
-            return Ok(Reply::PlanScreen {
+        send(
+            Reply::PlanScreen {
                 id,
                 screen: Box::new(s),
-            });
-        }
-        out(Some(Reply::PlanScreen {
-            id,
-            screen: Box::new(s),
-        }));
-        f
+            },
+            out,
+        );
+        kept
     } else {
-        plan::screen(&plan.spec(p)).map_err(|e| page_message(&e.to_string()))?
+        let s = plan::screen(&plan.spec(p)).map_err(|e| page_message(&e.to_string()))?;
+        (s, Vec::new())
     };
-    let mut last = None;
     for &rank in ranks {
-        if let Some(r) = last.take() {
-            out(Some(r));
-        }
         let c = confirm(plan, p, &feasible, rank)?;
         out(None);
-        last = Some(Reply::PlanConfirmed {
+        let r = Reply::PlanConfirmed {
             id,
             rank,
             confirmed: c.map(Box::new),
-        });
+            split: None,
+        };
+        send(r, out);
+    }
+    for rank in 0..splits {
+        let c = confirm_split(plan, p, &disagg, rank)?;
+        out(None);
+        if let Some(c) = c {
+            let r = Reply::PlanConfirmed {
+                id,
+                rank,
+                confirmed: None,
+                split: Some(Box::new(c)),
+            };
+            send(r, out);
+        }
     }
     last.ok_or_else(|| "a plan share with nothing to do".to_string())
 }

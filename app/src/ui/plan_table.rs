@@ -1,10 +1,9 @@
 //! The Plan view's table of candidates (the model's figures, the simulated finalists'
 //! beside them, the families passed over) and its extras: the rate profile's segments
-//! and the disaggregated splits.
+//! (the disaggregated splits are [`super::plan_disagg`]'s).
 
 use super::plan_view::finalists;
 use super::Ctx;
-use crate::format::{latency, percent};
 use crate::plan::work::{self, COLUMNS};
 use leptos::prelude::*;
 
@@ -43,28 +42,16 @@ pub(super) fn table(c: Ctx) -> impl IntoView {
     }
 }
 
-/// The rate profile's segments and the disaggregated splits, when asked for.
+/// The rate profile's segments, when there is a profile.
 pub(super) fn extras(c: Ctx) -> impl IntoView {
     move || {
         let screen = c.plan.screen.get()?;
         let confirmed = finalists(c);
         let profile = work::profile_lines(&screen, &confirmed);
-        let disagg = c.plan.state.with(|s| s.disagg);
         Some(view! {
             {(!profile.is_empty()).then(|| view! {
                 <h3>"Rate profile: the peak's cheapest fleet type per segment (model)"</h3>
                 <ul id="plan-profile">{profile.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>
-            })}
-            {disagg.then(|| view! {
-                <h3>"Disaggregated splits (tandem model, 100 Gb/s link, first token from the decode pool; not simulated)"</h3>
-                <ul id="plan-disagg">
-                    {screen.disagg.iter().map(|d| view! { <li>{format!(
-                        "{}P + {}D × {} (TP {}, {}): ${:.2}/h, p99 TTFT {}, mean TPOT {}, binding {}, headroom {}",
-                        d.prefill, d.decode, d.gpu, d.tp, d.router.name(), d.usd_per_hour,
-                        latency(d.predicted.ttft_p99_s), latency(d.predicted.tpot_mean_s),
-                        d.binding, percent(d.headroom))}</li> }).collect_view()}
-                    {screen.disagg_none.iter().map(|i| view! { <li>{format!("{} × TP {} ({}): {}", i.gpu, i.tp, i.router.name(), i.why)}</li> }).collect_view()}
-                </ul>
             })}
         })
     }

@@ -15,7 +15,7 @@ use crate::plan::work::{self, ChartPoint, PlanScreen};
 use crate::plan::{label, models, price_key, PlanState, ROUTER_CHOICES, TP_CHOICES};
 use engine::config::{KvMode, Policy};
 use engine::cost::roofline::GPUS;
-use engine::plan::{default_price, Confirmed};
+use engine::plan::{default_price, Confirmed, ConfirmedDisagg};
 use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
@@ -31,6 +31,8 @@ pub(super) struct PlanSignals {
     pub screen: RwSignal<Option<PlanScreen>>,
     /// The finalists back from the workers, by rank.
     pub confirmed: RwSignal<Vec<(u32, Confirmed)>>,
+    /// The disaggregated finalists back from the workers, by rank.
+    pub splits: RwSignal<Vec<(u32, ConfirmedDisagg)>>,
     pub run: RwSignal<RunState>,
     /// The state and parameters of the last plan started (None: none, or cancelled).
     pub planned: StoredValue<Option<(PlanState, Params)>>,
@@ -68,6 +70,7 @@ impl PlanSignals {
             invalid: Memo::new(move |_| state.with(|s| params.with(|p| s.check(p).err()))),
             screen: RwSignal::new(None),
             confirmed: RwSignal::new(Vec::new()),
+            splits: RwSignal::new(Vec::new()),
             run: RwSignal::new(RunState::default()),
             planned: StoredValue::new(None),
             url: StoredValue::new(url),
@@ -126,6 +129,14 @@ pub(super) fn on_reply(c: Ctx, w: usize, reply: Reply) {
             let at = v.partition_point(|(k, _)| *k < rank);
             v.insert(at, (rank, *x));
         }),
+        Reply::PlanConfirmed {
+            rank,
+            split: Some(x),
+            ..
+        } => c.plan.splits.update(|v| {
+            let at = v.partition_point(|(k, _)| *k < rank);
+            v.insert(at, (rank, *x));
+        }),
         Reply::Done { id } => {
             let mut finished_now = None;
             r.update(|r| {
@@ -155,7 +166,8 @@ pub(super) fn forget(c: Ctx) {
 }
 
 /// Starts the plan in the workers, cancelling whatever they ran: the screen and the
-/// first finalist in the first worker, finalist k in worker k mod n.
+/// first finalist in the first worker, finalist k in worker k mod n; the disaggregated
+/// finalists in the first worker, which has their screen.
 pub(super) fn start(c: Ctx) {
     if blocked(c) {
         return;
@@ -164,6 +176,7 @@ pub(super) fn start(c: Ctx) {
     let s = c.plan.state.get_untracked();
     let p = c.params.get_untracked();
     let n = pool.borrow().len();
+    let splits = if s.disagg { s.finalists } else { 0 };
     let shares: Vec<Vec<Task>> = (0..n)
         .map(|w| {
             let ranks: Vec<u32> = (0..s.finalists).filter(|k| *k as usize % n == w).collect();
@@ -172,6 +185,7 @@ pub(super) fn start(c: Ctx) {
                     plan: s.clone(),
                     screen: w == 0,
                     ranks,
+                    splits: if w == 0 { splits } else { 0 },
                 }]
             } else {
                 Vec::new()
@@ -186,7 +200,7 @@ pub(super) fn start(c: Ctx) {
     super::fleet_view::forget(c);
     c.plan.run.set(RunState {
         id,
-        total: 1 + s.finalists,
+        total: 1 + s.finalists + splits,
         done: vec![0; n],
         finished: shares.iter().map(|s| s.is_empty()).collect(),
         started_ms: now_ms(),
@@ -194,12 +208,13 @@ pub(super) fn start(c: Ctx) {
     });
     c.plan.screen.set(None);
     c.plan.confirmed.set(Vec::new());
+    c.plan.splits.set(Vec::new());
     c.plan.hover.set(None);
     pool.borrow_mut().submit(Job::per_share(id, &p, shares));
 }
 
 /// The error about field `key`, beside it.
-fn plan_error(c: Ctx, key: &'static str) -> impl IntoView {
+pub(super) fn plan_error(c: Ctx, key: &'static str) -> impl IntoView {
     move || {
         c.plan
             .input_errs
@@ -215,7 +230,7 @@ fn plan_error(c: Ctx, key: &'static str) -> impl IntoView {
     }
 }
 
-fn bad(c: Ctx, key: &'static str) -> bool {
+pub(super) fn bad(c: Ctx, key: &'static str) -> bool {
     c.plan.input_errs.with(|v| v.iter().any(|e| e.key == key))
         || c.plan
             .invalid
@@ -223,7 +238,7 @@ fn bad(c: Ctx, key: &'static str) -> bool {
 }
 
 /// Applies an edit of field `key`: the new state, or the text kept with its message.
-fn edit(c: Ctx, key: &str, text: String, next: Result<PlanState, String>) {
+pub(super) fn edit(c: Ctx, key: &str, text: String, next: Result<PlanState, String>) {
     match next {
         Ok(s) => {
             c.plan.input_errs.update(|e| e.retain(|e| e.key != key));
@@ -241,7 +256,7 @@ fn edit(c: Ctx, key: &str, text: String, next: Result<PlanState, String>) {
 }
 
 /// A text field of the view's own state.
-fn plan_field(c: Ctx, key: &'static str, title: &'static str) -> impl IntoView {
+pub(super) fn plan_field(c: Ctx, key: &'static str, title: &'static str) -> impl IntoView {
     let shown = move || {
         c.plan
             .input_errs
@@ -365,7 +380,7 @@ fn status(c: Ctx) -> impl IntoView {
             } else {
                 format!(
                     "simulating the finalists: {} of {} back",
-                    c.plan.confirmed.with(Vec::len),
+                    c.plan.confirmed.with(Vec::len) + c.plan.splits.with(Vec::len),
                     r.total - 1
                 )
             };
@@ -519,14 +534,7 @@ pub(super) fn plan_view(c: Ctx) -> impl IntoView {
                 {plan_error(c, "gpus")}
                 {checks(c, "tp", TP_CHOICES.iter().map(u32::to_string).collect())}
                 {checks(c, "routers", ROUTER_CHOICES.iter().map(|r| r.name()).collect())}
-                <label class="field">
-                    <span>{label("disagg")}</span>
-                    <input type="checkbox" name="disagg" prop:checked=move || c.plan.state.with(|s| s.disagg)
-                        on:change=move |ev| {
-                            let on = event_target_checked(&ev);
-                            c.plan.state.update(|s| s.disagg = on);
-                        } />
-                </label>
+                {super::plan_disagg::controls(c)}
                 <h2>"Workload"</h2>
                 {select_field(c, "lengths", "len", Lengths::ALL.iter().map(|l| (l.key(), match l { Lengths::Lognormal => "lognormal", Lengths::ShareGpt => "ShareGPT (5,000 pairs)", Lengths::Fixed => "fixed", Lengths::Mixture => "mixture 50 % 32→64 / 50 % 512→32" })).collect())}
                 <Show when=move || c.params.with(|p| p.lengths == Lengths::Lognormal)>
@@ -567,6 +575,7 @@ pub(super) fn plan_view(c: Ctx) -> impl IntoView {
                     <div class="hover" id="plan-hover">{move || c.plan.hover.get().unwrap_or_else(|| "hover over a point for its fleet".into())}</div>
                     {super::plan_table::table(c)}
                     {super::plan_table::extras(c)}
+                    {super::plan_disagg::table(c)}
                 </div>
             </section>
         </main>

@@ -180,3 +180,83 @@ fn inputs_it_cannot_plan_are_refused_by_name() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn the_disaggregated_answer_meets_the_slo_simulated_and_a_smaller_split_misses_it() {
+    let _cpu = crate::common::cpu_bound();
+    let args = [
+        SMALL,
+        &[
+            "--gpus",
+            "A10G,H100",
+            "--tp",
+            "1",
+            "--routers",
+            "lor",
+            "--disagg",
+            "--link-gbps",
+            "25",
+            "--finalists",
+            "2",
+            "--format",
+            "json",
+        ],
+    ]
+    .concat();
+    let out = plan(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["disaggregated"];
+    assert_eq!(d["link"]["bandwidth_bytes_per_s"], 25e9 / 8.0);
+    let confirmed = d["confirmed"].as_array().unwrap();
+    assert_eq!(confirmed.len(), 2, "{d}");
+    let c = &confirmed[0];
+    assert_eq!(c["meets"], true, "{c}");
+    let met = c["at"]["attainment"]["mean"].as_f64().unwrap();
+    assert!(met >= 0.9, "{met}");
+    assert_eq!(c["at"]["attainment"]["n"], 3);
+    let (p, n) = (
+        c["prefill"].as_u64().unwrap(),
+        c["decode"].as_u64().unwrap(),
+    );
+    assert_eq!(c["at"]["replicas"].as_u64().unwrap(), p + n);
+    // The next-cheaper split (one replica fewer), simulated, misses it; at one replica
+    // per pool there is none, and the answer says "–".
+    match c["below"].as_array() {
+        Some(b) => {
+            assert_eq!(b[0].as_u64().unwrap() + b[1].as_u64().unwrap() + 1, p + n);
+            let below = b[2]["attainment"]["mean"].as_f64().unwrap();
+            assert!(
+                below < 0.9,
+                "{p}P + {n}D meet it at {met}, one fewer at {below}"
+            );
+        }
+        None => assert_eq!((p, n), (1, 1), "{c}"),
+    }
+    // Ranked by the simulator: no finalist that misses comes before one that meets, and
+    // the sentence names the simulated split.
+    assert!(confirmed
+        .windows(2)
+        .all(|w| w[0]["meets"].as_bool() >= w[1]["meets"].as_bool()));
+    let answer = d["answer"].as_str().unwrap();
+    assert!(
+        answer.contains(&format!("{p}P + {n}D")) && answer.contains("confirmed by simulation"),
+        "{answer}"
+    );
+    // The CSV carries the simulated rows beside the model's.
+    let csv_args = [&args[..args.len() - 2], &["--format", "csv"]].concat();
+    let out = plan(&csv_args);
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let header = csv.lines().next().unwrap();
+    assert!(header.ends_with(",prefill,decode"), "{header}");
+    let sim = csv
+        .lines()
+        .find(|l| l.starts_with("disagg_simulated,"))
+        .unwrap_or_else(|| panic!("{csv}"));
+    assert_eq!(sim.split(',').count(), header.split(',').count(), "{sim}");
+    assert!(csv.lines().any(|l| l.starts_with("disagg,")), "{csv}");
+}

@@ -56,30 +56,7 @@ pub fn screen_disagg(
     d: &DisaggPlan,
 ) -> Result<(Vec<ScreenedDisagg>, Vec<Infeasible>), PlanError> {
     spec.validate()?;
-    if d.bandwidth_bytes_per_s.is_nan() || d.bandwidth_bytes_per_s <= 0.0 {
-        return Err(PlanError::Range {
-            name: "link bandwidth",
-            want: "a number > 0 (or infinite)",
-            got: d.bandwidth_bytes_per_s.to_string(),
-        });
-    }
-    if !(d.latency_s.is_finite() && d.latency_s >= 0.0) {
-        return Err(PlanError::Range {
-            name: "link latency",
-            want: "a finite number >= 0 [s]",
-            got: d.latency_s.to_string(),
-        });
-    }
-    let geometry = KvGeometry::of_model(&spec.model).ok_or_else(|| PlanError::Unknown {
-        what: "model",
-        name: spec.model.clone(),
-        known: String::new(),
-    })?;
-    let link = Link {
-        bandwidth_bytes_per_s: d.bandwidth_bytes_per_s,
-        latency_s: d.latency_s,
-        geometry,
-    };
+    let link = link_of(spec, d)?;
     let (families, _) = spec.families();
     let mut found = Vec::new();
     let mut none = Vec::new();
@@ -109,10 +86,44 @@ pub fn screen_disagg(
     Ok((found, none))
 }
 
+/// The plan's link, checked.
+pub(crate) fn link_of(spec: &PlanSpec, d: &DisaggPlan) -> Result<Link, PlanError> {
+    if d.bandwidth_bytes_per_s.is_nan() || d.bandwidth_bytes_per_s <= 0.0 {
+        return Err(PlanError::Range {
+            name: "link bandwidth",
+            want: "a number > 0 (or infinite)",
+            got: d.bandwidth_bytes_per_s.to_string(),
+        });
+    }
+    if !(d.latency_s.is_finite() && d.latency_s >= 0.0) {
+        return Err(PlanError::Range {
+            name: "link latency",
+            want: "a finite number >= 0 [s]",
+            got: d.latency_s.to_string(),
+        });
+    }
+    let geometry = KvGeometry::of_model(&spec.model).ok_or_else(|| PlanError::Unknown {
+        what: "model",
+        name: spec.model.clone(),
+        known: String::new(),
+    })?;
+    Ok(Link {
+        bandwidth_bytes_per_s: d.bandwidth_bytes_per_s,
+        latency_s: d.latency_s,
+        geometry,
+    })
+}
+
 /// Most prefill replicas a split considers.
 const MAX_PREFILL: u32 = 64;
 
-fn config(f: &Family, p: u32, d: u32, link: Link, first: FirstTokenFrom) -> DisaggConfig {
+pub(crate) fn config(
+    f: &Family,
+    p: u32,
+    d: u32,
+    link: Link,
+    first: FirstTokenFrom,
+) -> DisaggConfig {
     let mut base = f.replica.clone();
     base.server.kv_mode = KvMode::Paged;
     DisaggConfig::uniform(base, p, d, f.router, link, first)

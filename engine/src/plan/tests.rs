@@ -140,3 +140,124 @@ fn the_answer_is_verified_by_simulating_it() {
     // Within a few replicas of the model's answer.
     assert!(c.replicas.abs_diff(best.replicas) <= 2, "{c:?}");
 }
+
+/// The disaggregated settings of the CLI's `--disagg` defaults: 100 Gb/s, no added
+/// latency, the first token from the decode pool.
+fn link() -> DisaggPlan {
+    DisaggPlan {
+        bandwidth_bytes_per_s: 100e9 / 8.0,
+        latency_s: 0.0,
+        first_token: crate::disagg::FirstTokenFrom::Decode,
+    }
+}
+
+#[test]
+fn the_disaggregated_answer_is_verified_by_simulating_it() {
+    let mut s = spec(20.0);
+    s.offers.truncate(1);
+    s.tps = vec![1];
+    let (found, _) = screen_disagg(&s, &link()).unwrap();
+    let best = &found[0];
+    let c = confirm_disagg(&s, &link(), best, &[1, 2, 3]).unwrap();
+    assert!(c.meets, "{c:?}");
+    assert_eq!(c.at.replicas, c.prefill + c.decode);
+    assert!(c.at.requests > 3 * 2000, "{}", c.at.requests);
+    assert!((c.usd_per_hour - f64::from(c.prefill + c.decode)).abs() < 1e-9);
+    // Every split one replica smaller misses it, simulated: the best of them is kept.
+    let (p, d, below) = c.below.as_ref().expect("a smaller split simulated");
+    assert_eq!(p + d + 1, c.prefill + c.decode);
+    assert_eq!(below.replicas, p + d);
+    assert!(!below.meets(0.9), "{below:?}");
+    // Within a few replicas of the model's split.
+    assert!(
+        (c.prefill + c.decode).abs_diff(best.prefill + best.decode) <= 3,
+        "{c:?}"
+    );
+}
+
+#[test]
+fn a_disaggregated_split_that_misses_in_simulation_is_grown_until_it_meets() {
+    let mut s = spec(20.0);
+    s.offers.truncate(1);
+    s.tps = vec![1];
+    let (found, _) = screen_disagg(&s, &link()).unwrap();
+    // Two prefill replicas fewer than the model's answer: short of prefill capacity.
+    let mut small = found[0].clone();
+    small.prefill -= 2;
+    let c = confirm_disagg(&s, &link(), &small, &[1, 2]).unwrap();
+    assert!(c.meets, "{c:?}");
+    assert!(c.prefill + c.decode > small.prefill + small.decode, "{c:?}");
+    let (_, _, below) = c.below.as_ref().unwrap();
+    assert!(!below.meets(0.9) && c.at.meets(0.9));
+    // Priced per replica as the model's split.
+    assert!((c.usd_per_hour / f64::from(c.prefill + c.decode) - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn the_walk_moves_to_the_smallest_fleet_that_meets_the_target() {
+    // Attainment (p + 2 d) / 20 capped at 1: meets 0.9 from p + 2 d >= 18.
+    let fig = |(p, d): (u32, u32)| {
+        let a = (f64::from(p + 2 * d) / 20.0).min(1.0);
+        Ok(confirm::figures(p + d, &[1], |_| {
+            Ok(crate::metrics::Summary {
+                slo_attainment: Some(a),
+                ..Default::default()
+            })
+        })
+        .unwrap())
+    };
+    let fewer = |(p, d): (u32, u32)| {
+        let mut v = Vec::new();
+        if d > 1 {
+            v.push((p, d - 1));
+        }
+        if p > 1 {
+            v.push((p - 1, d));
+        }
+        v
+    };
+    let more = |(p, d): (u32, u32)| {
+        if p + d < 40 {
+            vec![(p, d + 1), (p + 1, d)]
+        } else {
+            vec![]
+        }
+    };
+    // Down from (10, 10): to a split whose smaller neighbours all miss (greedy, one
+    // replica at a time, as the aggregated count moves).
+    let w = confirm::walk((10, 10), 0.9, fewer, more, fig).unwrap();
+    assert!(w.figures.meets(0.9));
+    let (p, d) = w.at;
+    assert!(
+        p + 2 * d >= 18 && (p == 1 || p + 2 * d - 1 < 18),
+        "{:?}",
+        w.at
+    );
+    assert!(!w.below.unwrap().1.meets(0.9));
+    // Up from (1, 1): the decode replica adds more, so it grows the decode pool.
+    let w = confirm::walk((1, 1), 0.9, fewer, more, fig).unwrap();
+    assert_eq!(w.at, (1, 9));
+    assert_eq!(w.below.unwrap().0, (1, 8));
+    // Up to the cap without meeting it: the last fleet, not met.
+    let w = confirm::walk((1, 1), 0.9, fewer, |_| vec![], fig).unwrap();
+    assert_eq!(w.at, (1, 1));
+    assert!(!w.figures.meets(0.9) && w.below.is_none());
+}
+
+#[test]
+fn the_simulator_decides_the_answer() {
+    let s = spec(20.0);
+    let sc = screen(&s).unwrap();
+    let c = confirm(&s, sc.best().unwrap(), &[1]).unwrap();
+    let mut miss = c.clone();
+    miss.meets = false;
+    miss.usd_per_hour = c.usd_per_hour / 2.0;
+    let mut dear = c.clone();
+    dear.usd_per_hour = 2.0 * c.usd_per_hour;
+    let mut v = vec![dear.clone(), miss.clone(), c.clone()];
+    by_simulation(&mut v);
+    // The cheaper finalist that misses in simulation is passed over for the next.
+    assert_eq!(v, vec![c.clone(), dear, miss.clone()]);
+    assert_eq!(answer(&v), Some(&c));
+    assert_eq!(answer(&[miss]), None);
+}
