@@ -411,43 +411,83 @@ fn table(ans: &Answer) -> String {
     o
 }
 
+/// One row of `plan`'s CSV, in the header's columns ([`csv`]); blank where unknown.
+pub(super) struct CsvRow<'a> {
+    pub kind: &'a str,
+    pub gpu: &'a str,
+    pub tp: u32,
+    pub router: String,
+    pub replicas: u32,
+    pub usd_per_hour: f64,
+    /// SLO attainment, mean TTFT, p99 TTFT, mean TPOT.
+    pub figures: [Option<f64>; 4],
+    pub binding: &'a str,
+    pub headroom: Option<f64>,
+    /// A disaggregated fleet's prefill and decode replicas.
+    pub split: Option<(u32, u32)>,
+}
+
+/// A simulated fleet's mean attainment, mean TTFT, p99 TTFT and mean TPOT over the seeds,
+/// as [`CsvRow::figures`].
+pub(super) fn sim_means(at: &engine::plan::SimFigures) -> [Option<f64>; 4] {
+    [at.attainment, at.ttft_mean_s, at.ttft_p99_s, at.tpot_mean_s].map(|x| x.mean)
+}
+
+impl CsvRow<'_> {
+    pub(super) fn write(&self, o: &mut String) {
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+        let [a, tm, tp99, tpot] = self.figures.map(opt);
+        let (prefill, decode) = self.split.map_or((String::new(), String::new()), |(p, d)| {
+            (p.to_string(), d.to_string())
+        });
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{},{a},{tm},{tp99},{tpot},{},{},{prefill},{decode}",
+            self.kind,
+            self.gpu,
+            self.tp,
+            self.router,
+            self.replicas,
+            self.usd_per_hour,
+            self.binding,
+            opt(self.headroom),
+        );
+    }
+}
+
 fn csv(ans: &Answer) -> String {
     let mut o = String::from("kind,gpu,tp,router,replicas,usd_per_hour,slo_attainment,ttft_mean_s,ttft_p99_s,tpot_mean_s,binding,headroom,prefill,decode\n");
     for s in &ans.front {
         let p = &s.predicted;
-        let _ = writeln!(
-            o,
-            "pareto,{},{},{},{},{},{},{},{},{},{},{},,",
-            s.gpu,
-            s.tp,
-            s.router.name(),
-            s.replicas,
-            s.usd_per_hour,
-            p.slo_attainment,
-            p.ttft_mean_s,
-            p.ttft_p99_s,
-            p.tpot_mean_s,
-            s.binding.as_str(),
-            s.headroom
-        );
+        CsvRow {
+            kind: "pareto",
+            gpu: &s.gpu,
+            tp: s.tp,
+            router: s.router.name(),
+            replicas: s.replicas,
+            usd_per_hour: s.usd_per_hour,
+            figures: [p.slo_attainment, p.ttft_mean_s, p.ttft_p99_s, p.tpot_mean_s].map(Some),
+            binding: s.binding.as_str(),
+            headroom: Some(s.headroom),
+            split: None,
+        }
+        .write(&mut o);
     }
-    let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
     for c in &ans.confirmed {
         let s = &c.screened;
-        let _ = writeln!(
-            o,
-            "simulated,{},{},{},{},{},{},{},{},{},{},,,",
-            s.gpu,
-            s.tp,
-            s.router.name(),
-            c.replicas,
-            c.usd_per_hour,
-            opt(c.at.attainment.mean),
-            opt(c.at.ttft_mean_s.mean),
-            opt(c.at.ttft_p99_s.mean),
-            opt(c.at.tpot_mean_s.mean),
-            s.binding.as_str()
-        );
+        CsvRow {
+            kind: "simulated",
+            gpu: &s.gpu,
+            tp: s.tp,
+            router: s.router.name(),
+            replicas: c.replicas,
+            usd_per_hour: c.usd_per_hour,
+            figures: sim_means(&c.at),
+            binding: s.binding.as_str(),
+            headroom: None,
+            split: None,
+        }
+        .write(&mut o);
     }
     o
 }

@@ -2,7 +2,7 @@
 //! tandem model, and the cheapest `--finalists` of them confirmed by the disaggregated
 //! simulator over `--seeds` (`engine::plan::confirm_disagg`), printed beside the model.
 
-use super::{agg_ms, goal, ms, pct, PlanArgs};
+use super::{agg_ms, goal, ms, pct, sim_means, CsvRow, PlanArgs};
 use crate::args::ArgError;
 use anyhow::Context;
 use engine::plan::{self, ConfirmedDisagg, DisaggPlan, Infeasible, PlanSpec, ScreenedDisagg};
@@ -212,43 +212,35 @@ impl DisaggAnswer {
         let mut o = String::new();
         for s in &self.found {
             let p = &s.predicted;
-            let _ = writeln!(
-                o,
-                "disagg,{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                s.gpu,
-                s.tp,
-                s.router.name(),
-                s.prefill + s.decode,
-                s.usd_per_hour,
-                p.slo_attainment,
-                p.ttft_mean_s,
-                p.ttft_p99_s,
-                p.tpot_mean_s,
-                s.binding.replace(' ', "_"),
-                s.headroom,
-                s.prefill,
-                s.decode
-            );
+            CsvRow {
+                kind: "disagg",
+                gpu: &s.gpu,
+                tp: s.tp,
+                router: s.router.name(),
+                replicas: s.prefill + s.decode,
+                usd_per_hour: s.usd_per_hour,
+                figures: [p.slo_attainment, p.ttft_mean_s, p.ttft_p99_s, p.tpot_mean_s].map(Some),
+                binding: &s.binding.replace(' ', "_"),
+                headroom: Some(s.headroom),
+                split: Some((s.prefill, s.decode)),
+            }
+            .write(&mut o);
         }
-        let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
         for c in &self.confirmed {
             let s = &c.screened;
-            let _ = writeln!(
-                o,
-                "disagg_simulated,{},{},{},{},{},{},{},{},{},{},,{},{}",
-                s.gpu,
-                s.tp,
-                s.router.name(),
-                c.prefill + c.decode,
-                c.usd_per_hour,
-                opt(c.at.attainment.mean),
-                opt(c.at.ttft_mean_s.mean),
-                opt(c.at.ttft_p99_s.mean),
-                opt(c.at.tpot_mean_s.mean),
-                s.binding.replace(' ', "_"),
-                c.prefill,
-                c.decode
-            );
+            CsvRow {
+                kind: "disagg_simulated",
+                gpu: &s.gpu,
+                tp: s.tp,
+                router: s.router.name(),
+                replicas: c.prefill + c.decode,
+                usd_per_hour: c.usd_per_hour,
+                figures: sim_means(&c.at),
+                binding: &s.binding.replace(' ', "_"),
+                headroom: None,
+                split: Some((c.prefill, c.decode)),
+            }
+            .write(&mut o);
         }
         o
     }
