@@ -25,7 +25,8 @@ BIN="$ROOT/bin/llama-server-$LLAMA_CPP_PY_VERSION-$CPUKEY"
 
 # model shape (defaults: 29.4M params, f16, 59 MB); MODEL_ARGS are passed to make_tiny_gguf.py
 MODEL_ARGS="${MODEL_ARGS:---n-embd 512 --n-layer 8 --n-head 8 --n-ff 1536 --n-vocab 2048 --dtype f16}"
-MODEL="$ROOT/models/tiny-$(echo "$MODEL_ARGS" | md5sum | cut -c1-8).gguf"
+# keyed on the generator too: a change to it makes a new model
+MODEL="$ROOT/models/tiny-$( (cat "$HERE/make_tiny_gguf.py"; echo "$MODEL_ARGS") | md5sum | cut -c1-8).gguf"
 
 PORT="${PORT:-8080}"
 THREADS="${THREADS:-1}"        # 1 on a 2-core box: leaves a core for the client + HTTP thread

@@ -131,6 +131,18 @@ pub struct PreparedRequest {
     req: Result<reqwest::Request, String>,
     /// The body's `max_tokens`, what `usage.completion_tokens` may not exceed.
     max_tokens: Option<u32>,
+    /// Whether the answer's text is kept ([`StreamResult::text`]).
+    keep_text: bool,
+}
+
+impl PreparedRequest {
+    /// The same request, its answer's text kept in [`StreamResult::text`].
+    pub fn keeping_text(self) -> PreparedRequest {
+        PreparedRequest {
+            keep_text: true,
+            ..self
+        }
+    }
 }
 
 /// The first bytes of a body, quoted and escaped, for an error message.
@@ -381,10 +393,26 @@ impl Endpoint {
 
     /// The JSON body of a streamed generation request.
     pub fn body(&self, prompt: &str, max_tokens: u32) -> Value {
+        self.conversation_body(&[prompt], max_tokens)
+    }
+
+    /// The body of a conversation's next turn: `turns` are the user's messages and the
+    /// answers, alternating, the new message last. The completions API gets their
+    /// concatenation as its prompt; the chat API gets them as `user` and `assistant`
+    /// messages.
+    pub fn conversation_body(&self, turns: &[&str], max_tokens: u32) -> Value {
         let mut b = match self.api {
-            Api::Completions => json!({"model": self.model, "prompt": prompt}),
+            Api::Completions => json!({"model": self.model, "prompt": turns.concat()}),
             Api::Chat => {
-                json!({"model": self.model, "messages": [{"role": "user", "content": prompt}]})
+                let messages: Vec<Value> = turns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let role = if i % 2 == 0 { "user" } else { "assistant" };
+                        json!({"role": role, "content": t})
+                    })
+                    .collect();
+                json!({"model": self.model, "messages": messages})
             }
         };
         b["max_tokens"] = json!(max_tokens);
@@ -421,6 +449,7 @@ impl Endpoint {
                 .get("max_tokens")
                 .and_then(Value::as_u64)
                 .and_then(|m| u32::try_from(m).ok()),
+            keep_text: false,
         }
     }
 
@@ -440,7 +469,11 @@ impl Endpoint {
         req: PreparedRequest,
         timeout: Duration,
     ) -> StreamResult {
-        let mut st = StreamResult::default();
+        let mut st = if req.keep_text {
+            StreamResult::keeping_text()
+        } else {
+            StreamResult::default()
+        };
         let deadline = Instant::now() + timeout;
         let max_tokens = req.max_tokens;
         let fut = self.stream_inner(t0, req, &mut st);
@@ -617,6 +650,18 @@ impl PromptBuilder {
     /// tokens count once, in the system prompt).
     fn own_tokens(&self, r: &Request) -> u32 {
         r.prompt.saturating_sub(self.system).max(1) + self.added
+    }
+
+    /// The length [tokens] to size for a conversation's new message of `tokens` tokens: it
+    /// follows the history, so none of its tokens is one the server adds to a prompt.
+    pub fn message_len(&self, tokens: u32) -> u32 {
+        tokens.max(1) + self.added
+    }
+
+    /// The text of request `id`'s new message of `tokens` tokens in a conversation
+    /// (sized as [`PromptBuilder::message_len`]).
+    pub fn message(&self, id: u64, tokens: u32) -> String {
+        self.prompt(id, self.message_len(tokens))
     }
 
     /// The prompt of `r`: its group's system prompt, if it has one, then its own text.

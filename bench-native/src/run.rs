@@ -18,8 +18,10 @@
 //!   a run whose every request failed ends with a failure exit status.
 
 mod row;
+mod users;
 
 use row::client_stats;
+pub use users::Users;
 
 pub use row::{
     error_kind, failure_reasons, failures_text, summary_text, ClientStats, RequestRow,
@@ -32,7 +34,7 @@ use crate::client::{
 };
 use engine::metrics::{MetricsConfig, Summary};
 use engine::record::{Outcome, RequestRecord};
-use engine::workload::{ArrivalProcess, LengthDist, Request, Workload};
+use engine::workload::{ArrivalProcess, LengthDist, Request, UserSource, Workload};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -181,6 +183,21 @@ pub struct RunArgs {
         conflicts_with = "workload"
     )]
     pub system_prompt: Option<String>,
+    /// Multi-turn conversations, MEAN_TURNS:MAX_TURNS:THINK_S as in `simulate`: each turn
+    /// resends the conversation so far (the earlier messages and the server's own answers)
+    /// and a new message. Needs --users: a turn goes out after the answer to the one
+    /// before.
+    #[arg(long, value_name = "MEAN:MAX:THINK_S", requires = "users")]
+    pub conversations: Option<String>,
+    /// Closed-loop users instead of open-loop arrivals: U users, each sending its next
+    /// request --think seconds after the answer to its last one ends, as `simulate
+    /// --users` does (the same requests for the same --seed). --rate and --arrivals do not
+    /// apply; --duration is when the users stop sending.
+    #[arg(long, value_name = "U", conflicts_with = "max_concurrency")]
+    pub users: Option<u32>,
+    /// The users' mean think time [s] (exponential; 0 sends at once).
+    #[arg(long, default_value_t = 0.0, value_name = "S", requires = "users")]
+    pub think: f64,
     /// Cap prompt + output to this many tokens (the server's max model length).
     #[arg(long)]
     pub max_model_len: Option<u32>,
@@ -259,6 +276,8 @@ pub struct RunConfig {
     pub max_requests: Option<usize>,
     pub warmup_requests: usize,
     pub max_concurrency: Option<usize>,
+    /// Closed-loop users in place of the workload's arrivals.
+    pub users: Option<Users>,
     pub timeout: Duration,
     pub chars_per_token: f64,
     pub use_tokenizer: bool,
@@ -282,6 +301,7 @@ impl RunConfig {
             max_requests: None,
             warmup_requests: 1,
             max_concurrency: None,
+            users: None,
             timeout: Duration::from_secs(60),
             chars_per_token: 4.0,
             use_tokenizer: true,
@@ -318,13 +338,11 @@ impl TryFrom<&RunArgs> for RunConfig {
                         output: a.output_tokens,
                     },
                 };
-                let shared = a
-                    .system_prompt
-                    .as_deref()
-                    .map(crate::args::shared::system_prompt)
-                    .transpose()
-                    .map_err(|e| RunError::Invalid(e.to_string()))?
-                    .map(|system| engine::workload::SharedTokens::Prefixes { system });
+                let shared = crate::args::shared::shared_tokens(
+                    a.system_prompt.as_deref(),
+                    a.conversations.as_deref(),
+                )
+                .map_err(|e| RunError::Invalid(e.to_string()))?;
                 Workload {
                     arrivals,
                     lengths,
@@ -340,7 +358,12 @@ impl TryFrom<&RunArgs> for RunConfig {
             return Err(RunError::Invalid("--max-concurrency must be >= 1".into()));
         }
         check_chars_per_token(a.server.chars_per_token, 0, 0).map_err(RunError::Invalid)?;
+        let users = a.users.map(|count| Users {
+            count,
+            think_s: a.think,
+        });
         Ok(RunConfig {
+            users,
             endpoint: a.server.endpoint(),
             workload,
             seed: a.seed,
@@ -528,7 +551,23 @@ struct RequestCtx {
 impl RequestCtx {
     /// Waits for a concurrency slot, sends, streams, and sends the row (or an
     /// `unfinished` row when the run is stopped first).
-    async fn request(mut self, r: Request, req: PreparedRequest) {
+    async fn request(self, r: Request, req: PreparedRequest) {
+        let tx = self.tx.clone();
+        let (row, _) = self.serve(r, req).await;
+        let _ = tx.send(row);
+    }
+
+    /// As [`RequestCtx::request`], and returns the answer's text if the request completed
+    /// (`req` must keep it: [`PreparedRequest::keeping_text`]).
+    async fn request_answered(self, r: Request, req: PreparedRequest) -> Option<String> {
+        let tx = self.tx.clone();
+        let (row, text) = self.serve(r, req).await;
+        let answered = row.outcome == Outcome::Completed.as_str();
+        let _ = tx.send(row);
+        text.filter(|_| answered)
+    }
+
+    async fn serve(mut self, r: Request, req: PreparedRequest) -> (RequestRow, Option<String>) {
         let work = async {
             let _permit = match &self.sem {
                 Some(s) => Some(
@@ -551,12 +590,14 @@ impl RequestCtx {
         };
         // `work` first: on the sender thread's poll nothing may come before the stamp that
         // could wait for a lock held by a (preempted) runtime thread
-        let row = tokio::select! {
+        tokio::select! {
             biased;
-            (q, res) = work => RequestRow::from_result(&r, q, Some(res), self.stall_s),
-            _ = self.cancel.changed() => RequestRow::from_result(&r, None, None, self.stall_s),
-        };
-        let _ = self.tx.send(row);
+            (q, mut res) = work => {
+                let text = res.text.take();
+                (RequestRow::from_result(&r, q, Some(res), self.stall_s), text)
+            }
+            _ = self.cancel.changed() => (RequestRow::from_result(&r, None, None, self.stall_s), None),
+        }
     }
 
     /// Whether sending should end: the run was stopped, or nobody reads the rows any more.
@@ -675,10 +716,32 @@ pub async fn run_load(
     stop: impl Future<Output = ()>,
 ) -> Result<RunReport, RunError> {
     check_chars_per_token(cfg.chars_per_token, 0, 0).map_err(RunError::Invalid)?;
+    let conversations = matches!(
+        cfg.workload.shared,
+        Some(engine::workload::SharedTokens::Conversations { .. })
+    );
+    if conversations && cfg.users.is_none() {
+        return Err(RunError::Invalid(
+            "conversations need closed-loop users (--users): a turn resends the answer to \
+             the one before, so it goes out after that answer"
+                .into(),
+        ));
+    }
     let ep = Endpoint::connect(&cfg.endpoint).await?;
+    let mut workload = cfg.workload.clone();
+    if conversations && workload.max_model_len.is_none() {
+        // A conversation ends before it outgrows the server's context.
+        workload.max_model_len = ep.context_tokens.map(|c| c.min(u32::MAX as u64) as u32);
+    }
+    // The open loop's requests, drawn beforehand; the users draw theirs as they go (the
+    // first few here are the warm-ups' lengths).
     let mut reqs: Vec<Request> = Vec::new();
-    for r in cfg.workload.stream(cfg.seed, cfg.horizon_s)? {
-        if cfg.max_requests.is_some_and(|m| reqs.len() >= m) {
+    let limit = match cfg.users {
+        None => cfg.max_requests,
+        Some(_) => Some(cfg.warmup_requests),
+    };
+    for r in workload.stream(cfg.seed, cfg.horizon_s)? {
+        if limit.is_some_and(|m| reqs.len() >= m) {
             break;
         }
         reqs.push(r);
@@ -694,10 +757,18 @@ pub async fn run_load(
     if let Some(need) = reqs.iter().map(Request::total_tokens).max() {
         ep.check_fits(need)?;
     }
+    let users = match cfg.users {
+        Some(u) => Some(
+            UserSource::new(&workload, cfg.seed, u.count, u.think_s).map_err(|e| {
+                RunError::Invalid(format!("--users {} --think {}: {e}", u.count, u.think_s))
+            })?,
+        ),
+        None => None,
+    };
     std::fs::create_dir_all(&cfg.out_dir).map_err(io_err(&cfg.out_dir))?;
 
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
-    let system = cfg.workload.system_prompts().map(|s| s.tokens).unwrap_or(0);
+    let system = workload.system_prompts().map(|s| s.tokens).unwrap_or(0);
     prompts.set_system(system, cfg.seed);
     // The tokens the server adds (BOS) first: a grouped request's own part is sized with
     // them (`lengths_of`), so its length must be known before the lengths are listed.
@@ -711,8 +782,9 @@ pub async fn run_load(
     metadata["run"] = json!({
         "tool": concat!("bench-native ", env!("CARGO_PKG_VERSION")),
         "started_unix_s": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
-        "workload": cfg.workload, "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed, "horizon_s": cfg.horizon_s,
-        "requests_scheduled": reqs.len(), "warmup_requests": cfg.warmup_requests, "max_concurrency": cfg.max_concurrency,
+        "workload": workload, "arrival_rate_rps": if cfg.users.is_some() { None } else { Some(workload.rate()) }, "seed": cfg.seed, "horizon_s": cfg.horizon_s,
+        "requests_scheduled": if cfg.users.is_some() { None } else { Some(reqs.len()) }, "users": cfg.users,
+        "warmup_requests": cfg.warmup_requests, "max_concurrency": cfg.max_concurrency,
         "timeout_s": cfg.timeout.as_secs_f64(), "metrics": cfg.metrics,
         "prompt_sizing": if prompts.tokenized { "server /tokenize".to_string() } else { format!("{} chars per token", cfg.chars_per_token) },
         "ignore_eos": cfg.endpoint.ignore_eos, "min_tokens": cfg.endpoint.min_tokens, "cache_prompt": cfg.endpoint.cache_prompt,
@@ -752,29 +824,45 @@ pub async fn run_load(
         ))
     });
 
-    pb.set_length(reqs.len() as u64);
     let sent = Arc::new(AtomicU64::new(0));
     let (tx, mut rx) = mpsc::unbounded_channel::<RequestRow>();
-    let scheduled = reqs.len();
-    let sender = {
-        let ctx = RequestCtx {
-            ep: ep.clone(),
-            t0,
-            timeout: cfg.timeout,
-            stall_s: cfg.metrics.stall_threshold_s,
-            sem: cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
-            sent: sent.clone(),
-            cancel: stop_rx.clone(),
-            tx,
-        };
-        let rt = tokio::runtime::Handle::current();
-        std::thread::Builder::new()
-            .name("kvqueue-sender".into())
-            .spawn(move || send_schedule(rt, ctx, reqs, prompts))
-            .map_err(|e| RunError::Invalid(format!("cannot start the sender thread: {e}")))?
+    let ctx = RequestCtx {
+        ep: ep.clone(),
+        t0,
+        timeout: cfg.timeout,
+        stall_s: cfg.metrics.stall_threshold_s,
+        sem: cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n))),
+        sent: sent.clone(),
+        cancel: stop_rx.clone(),
+        tx,
+    };
+    // The open loop's sender thread, or the closed loop's users (driven here, in turn
+    // with the rows they produce).
+    let mut scheduled = reqs.len();
+    let (sender, mut driver) = match users {
+        None => {
+            pb.set_length(reqs.len() as u64);
+            let rt = tokio::runtime::Handle::current();
+            let thread = std::thread::Builder::new()
+                .name("kvqueue-sender".into())
+                .spawn(move || send_schedule(rt, ctx, reqs, prompts))
+                .map_err(|e| RunError::Invalid(format!("cannot start the sender thread: {e}")))?;
+            (Some(thread), None)
+        }
+        Some(source) => {
+            scheduled = usize::MAX;
+            let driver = users::Driver {
+                source,
+                tokenize: prompts.tokenized,
+                prompts,
+                horizon_s: cfg.horizon_s,
+                max_requests: cfg.max_requests,
+            };
+            (None, Some(Box::pin(driver.drive(&ep, ctx))))
+        }
     };
 
-    let mut rows = Vec::with_capacity(scheduled);
+    let mut rows = Vec::new();
     let mut errors = 0u64;
     let mut interrupted = false;
     let stop = stop;
@@ -790,8 +878,20 @@ pub async fn run_load(
                     errors += 1;
                 }
                 rows.push(row);
+                if cfg.users.is_some() {
+                    pb.set_length(sent.load(Ordering::Relaxed).max(rows.len() as u64));
+                }
                 pb.inc(1);
                 status(pb, sent.load(Ordering::Relaxed), rows.len() as u64, errors);
+                if rows.len() == scheduled {
+                    break;
+                }
+            }
+            n = async { driver.as_mut().expect("while driving").await }, if driver.is_some() => {
+                // Every user is done and every answer is in: the channel closes once the
+                // rows already sent are read.
+                scheduled = n;
+                driver = None;
                 if rows.len() == scheduled {
                     break;
                 }
@@ -803,11 +903,15 @@ pub async fn run_load(
             _ = tokio::time::sleep(Duration::from_millis(250)) => status(pb, sent.load(Ordering::Relaxed), rows.len() as u64, errors),
         }
     }
-    let sender_priority = tokio::task::spawn_blocking(move || sender.join())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or(SenderPriority::Normal);
+    let sender_priority = match sender {
+        Some(thread) => tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(SenderPriority::Normal),
+        // The users' sends are timed by the runtime, not by a thread of their own.
+        None => SenderPriority::Normal,
+    };
     let _ = stop_tx.send(true);
     let metrics_samples = match scraper {
         Some(h) => h.await.unwrap_or(0),
@@ -1014,7 +1118,7 @@ pub fn execute(args: RunArgs) -> anyhow::Result<()> {
             report.rows.len()
         );
     }
-    if report.sender_priority == SenderPriority::Normal {
+    if report.sender_priority == SenderPriority::Normal && cfg.users.is_none() {
         text += "sender thread: normal priority (SCHED_FIFO not permitted or one core); on a \
                  busy machine sends can be late by a time slice\n";
     }

@@ -44,6 +44,9 @@ pub struct StreamResult {
     pub first_bad_event: Option<String>,
     /// `None` = completed normally.
     pub error: Option<String>,
+    /// The answer's text, kept only when asked for ([`StreamResult::keeping_text`]): a
+    /// conversation's next turn resends it.
+    pub text: Option<String>,
 }
 
 /// The longest `data:` line accepted without a newline [bytes]: a server's event is a
@@ -134,6 +137,25 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 }
 
 impl StreamResult {
+    /// An empty result that keeps the answer's text in [`StreamResult::text`].
+    pub fn keeping_text() -> StreamResult {
+        StreamResult {
+            text: Some(String::new()),
+            ..StreamResult::default()
+        }
+    }
+
+    /// Counts a text-carrying chunk that arrived at `now` [s], and keeps its text if asked.
+    fn chunk(&mut self, text: Option<&str>, now: f64) {
+        let Some(t) = text.filter(|t| !t.is_empty()) else {
+            return;
+        };
+        self.token_chunk_s.push(now);
+        if let Some(kept) = &mut self.text {
+            kept.push_str(t);
+        }
+    }
+
     /// Applies one `data:` event (not `[DONE]`) that arrived at `now` [s]: a text-carrying
     /// event is a token chunk; `usage`, `timings`, `finish_reason` and `error` are kept.
     /// Returns whether the line was JSON (a line that is not changes nothing here;
@@ -160,9 +182,7 @@ impl StreamResult {
             } else {
                 c.text.as_deref()
             };
-            if text.is_some_and(|t| !t.is_empty()) {
-                self.token_chunk_s.push(now);
-            }
+            self.chunk(text, now);
             if let Some(f) = &c.finish_reason {
                 self.finish_reason = Some(f.to_string());
             }
@@ -276,9 +296,7 @@ impl StreamResult {
             } else {
                 c.get("text")
             };
-            if text.and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
-                self.token_chunk_s.push(now);
-            }
+            self.chunk(text.and_then(Value::as_str), now);
             if let Some(f) = c.get("finish_reason").and_then(Value::as_str) {
                 self.finish_reason = Some(f.to_string());
             }

@@ -24,6 +24,7 @@ mod plan;
 mod prefix_live;
 mod real_server;
 mod run_honesty;
+mod run_users;
 mod server_sweep;
 mod slot_live;
 mod slurm;

@@ -9,8 +9,11 @@
 //!   predicting the hit rate that llama-server's `llamacpp:prompt_tokens_cached_total` /
 //!   `llamacpp:prompt_tokens_total` counters report and the mean TTFT that the run
 //!   measures, at three prefix settings, one of them run twice for the measurement's own
-//!   noise (the TTFT bound is 15 % plus twice that noise). Every setting gets a fresh
-//!   server (empty slots, as the simulation starts).
+//!   noise (the TTFT bound is 15 % plus twice that noise). Then the same for multi-turn
+//!   conversations sent by closed-loop users (`run --users --conversations`, each turn
+//!   resending the earlier turns and the server's own answers): fewer users than slots,
+//!   more users than slots, and users whose chats share a system prompt. Every setting
+//!   gets a fresh server (empty slots, as the simulation starts).
 //!   `KVQUEUE_SLOT_OUT=DIR` keeps every file there.
 
 use crate::common::{bin, run_ok};
@@ -28,6 +31,9 @@ const OWN: u32 = 32;
 const OUTPUT: u32 = 16;
 const RATE: f64 = 1.0;
 const DURATION_S: f64 = 30.0;
+/// Conversations of 4 turns on average, at most 8 (`--conversations`; the users set the
+/// think time).
+const CHATS: &str = "4:8:1";
 
 fn json_file(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
@@ -137,16 +143,20 @@ fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) 
             .arg(dir),
     );
     let (c1, f1) = (metric(port, cached), metric(port, fresh));
-    // Every prompt as long as asked (a shared system prompt sized with /tokenize).
+    // Every prompt as long as asked (a shared system prompt sized with /tokenize; a
+    // conversation's earlier turns and answers resent as they were).
     let csv = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |k: &str| head.iter().position(|h| *h == k).unwrap();
     let (want, got) = (col("target_prompt_tokens"), col("prompt_tokens"));
+    let mut n = 0;
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         assert_eq!(f[want], f[got], "exact prompt length: {l}");
+        n += 1;
     }
+    assert!(n >= 20, "{n} requests in {}", dir.display());
     let s = json_file(&dir.join("summary.json"));
     assert_eq!(
         s["summary"]["errors"].as_u64(),
@@ -196,22 +206,45 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
         );
     }
 
-    // Settings: (name, --system-prompt, seed); each on a fresh server.
-    let settings = [
-        ("1x256 at 0.5", "1:0.5:256", 1u64),
-        ("2x256 at 0.8", "2:0.8:256", 2),
-        ("8x384 at 1.0", "8:1:384", 3),
-        ("2x256 at 0.8, again", "2:0.8:256", 4),
+    // Settings: (name, the traffic's flags for both `run` and `simulate`, seed); each on
+    // a fresh server. The first four are independent requests with shared system prompts;
+    // the rest are conversations of closed-loop users.
+    let settings: [(&str, &[&str], u64); 7] = [
+        ("1x256 at 0.5", &["--system-prompt", "1:0.5:256"], 1),
+        ("2x256 at 0.8", &["--system-prompt", "2:0.8:256"], 2),
+        ("8x384 at 1.0", &["--system-prompt", "8:1:384"], 3),
+        ("2x256 at 0.8, again", &["--system-prompt", "2:0.8:256"], 4),
+        (
+            "3 users' chats",
+            &["--users", "3", "--think", "0.5", "--conversations", CHATS],
+            5,
+        ),
+        (
+            "8 users' chats",
+            &["--users", "8", "--think", "0.5", "--conversations", CHATS],
+            6,
+        ),
+        (
+            "6 users' chats after 1x256",
+            &[
+                "--users",
+                "6",
+                "--think",
+                "0.5",
+                "--conversations",
+                CHATS,
+                "--system-prompt",
+                "1:1:256",
+            ],
+            7,
+        ),
     ];
+    let per_slot = (CTX / slots).to_string();
     let mut rows = Vec::new();
-    for (name, sp, seed) in settings {
+    for (name, traffic, seed) in settings {
         let server = Server::start(slots, CTX, &dir.join(format!("server-{seed}.log")));
-        let (cached, fresh, ttft) = measure(
-            server.port,
-            &dir.join(format!("run-{seed}")),
-            seed,
-            &["--system-prompt", sp],
-        );
+        let (cached, fresh, ttft) =
+            measure(server.port, &dir.join(format!("run-{seed}")), seed, traffic);
         drop(server);
         assert!(fresh > 0.0, "{name}: the counters moved");
         let sim: Value = serde_json::from_str(&run_ok(
@@ -219,7 +252,9 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
                 .args(["simulate", "--json", "--preset", "llama-cpp"])
                 .args(["--batch", SLOTS, "--kv", &CTX.to_string()])
                 .args(["--budget", "2048", "--prefix-cache", "slot"])
-                .args(["--system-prompt", sp, "--lengths", "fixed"])
+                .args(["--max-model-len", &per_slot])
+                .args(traffic)
+                .args(["--lengths", "fixed"])
                 .args(["--prompt", &OWN.to_string()])
                 .args(["--output", &OUTPUT.to_string()])
                 .args(["--rate", &RATE.to_string()])
@@ -254,14 +289,18 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
             e * 100.0
         ));
     }
+    let mut chat_errs = errs.split_off(4);
+    chat_errs.sort_by(f64::total_cmp);
+    let chat_median = chat_errs[1];
     errs.truncate(3);
     errs.sort_by(f64::total_cmp);
     let median = errs[1];
     let ttft_noise = (rows[3].measured_ttft / rows[1].measured_ttft - 1.0).abs();
     let hit_noise = (rows[3].measured_hit - rows[1].measured_hit).abs();
     md.push_str(&format!(
-        "\nmedian |error| of mean TTFT over the three settings {:.1} % (target 15 %); the repeated setting's measured mean TTFT differs by {:.1} %, its hit rate by {:.3}; {:.0} s\n",
+        "\nmedian |error| of mean TTFT over the three prefix settings {:.1} %, over the three conversation settings {:.1} % (target 15 %); the repeated setting's measured mean TTFT differs by {:.1} %, its hit rate by {:.3}; {:.0} s\n",
         median * 100.0,
+        chat_median * 100.0,
         ttft_noise * 100.0,
         hit_noise,
         t0.elapsed().as_secs_f64()
@@ -304,6 +343,12 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
         median <= 0.15 + 2.0 * ttft_noise,
         "mean TTFT off by {:.1} % (median), over 15 % + twice the noise {:.1} %\n{md}",
         median * 100.0,
+        ttft_noise * 100.0
+    );
+    assert!(
+        chat_median <= 0.15 + 2.0 * ttft_noise,
+        "conversations' mean TTFT off by {:.1} % (median), over 15 % + twice the noise {:.1} %\n{md}",
+        chat_median * 100.0,
         ttft_noise * 100.0
     );
 }
