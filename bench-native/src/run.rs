@@ -1,4 +1,5 @@
-//! `bench-native run`: open-loop load test of an OpenAI-compatible streaming endpoint.
+//! `bench-native run`: load test of an OpenAI-compatible streaming endpoint, open loop (or
+//! closed-loop users, `run/users.rs`).
 //!
 //! * Arrivals come from the engine's [`Workload`] (Poisson, gamma, deterministic, trace) and
 //!   are sent at absolute times `t0 + arrival` by a dedicated sender thread (OS sleep, then
@@ -59,6 +60,9 @@ Examples:
   # shared system prompts, llama-server reusing each slot's cached prefix
   bench-native run --rate 2 --duration 60 --lengths fixed --prompt-tokens 32 \\
       --output-tokens 16 --system-prompt 2:0.8:256 --cache-prompt
+
+  # 8 closed-loop users in multi-turn chats (each turn resends the chat so far), 2 s think time
+  bench-native run --users 8 --think 2 --conversations 4:10:30 --duration 120 --cache-prompt
 
   # vLLM chat endpoint with an API key from $MY_KEY (never printed)
   bench-native run --url http://gpu:8000 --api chat --model Qwen/Qwen2.5-1.5B-Instruct \\
@@ -193,7 +197,11 @@ pub struct RunArgs {
     /// request --think seconds after the answer to its last one ends, as `simulate
     /// --users` does (the same requests for the same --seed). --rate and --arrivals do not
     /// apply; --duration is when the users stop sending.
-    #[arg(long, value_name = "U", conflicts_with = "max_concurrency")]
+    #[arg(
+        long,
+        value_name = "U",
+        conflicts_with_all = ["max_concurrency", "rate", "arrivals", "burstiness"]
+    )]
     pub users: Option<u32>,
     /// The users' mean think time [s] (exponential; 0 sends at once).
     #[arg(long, default_value_t = 0.0, value_name = "S", requires = "users")]

@@ -29,7 +29,8 @@ const CTX: u32 = 4096;
 /// Each request's own prompt and output after its system prompt [tokens].
 const OWN: u32 = 32;
 const OUTPUT: u32 = 16;
-const RATE: f64 = 1.0;
+/// The independent requests' arrival rate [req/s].
+const RATE: &str = "1";
 const DURATION_S: f64 = 30.0;
 /// Conversations of 4 turns on average, at most 8 (`--conversations`; the users set the
 /// think time).
@@ -133,7 +134,6 @@ fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) 
         bin()
             .args(["run", "--url", &format!("http://127.0.0.1:{port}")])
             .args(["--quiet", "--warmup-requests", "0", "--cache-prompt"])
-            .args(["--rate", &RATE.to_string()])
             .args(["--duration", &DURATION_S.to_string()])
             .args(["--lengths", "fixed", "--prompt-tokens", &OWN.to_string()])
             .args(["--output-tokens", &OUTPUT.to_string()])
@@ -210,10 +210,26 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
     // a fresh server. The first four are independent requests with shared system prompts;
     // the rest are conversations of closed-loop users.
     let settings: [(&str, &[&str], u64); 7] = [
-        ("1x256 at 0.5", &["--system-prompt", "1:0.5:256"], 1),
-        ("2x256 at 0.8", &["--system-prompt", "2:0.8:256"], 2),
-        ("8x384 at 1.0", &["--system-prompt", "8:1:384"], 3),
-        ("2x256 at 0.8, again", &["--system-prompt", "2:0.8:256"], 4),
+        (
+            "1x256 at 0.5",
+            &["--rate", RATE, "--system-prompt", "1:0.5:256"],
+            1,
+        ),
+        (
+            "2x256 at 0.8",
+            &["--rate", RATE, "--system-prompt", "2:0.8:256"],
+            2,
+        ),
+        (
+            "8x384 at 1.0",
+            &["--rate", RATE, "--system-prompt", "8:1:384"],
+            3,
+        ),
+        (
+            "2x256 at 0.8, again",
+            &["--rate", RATE, "--system-prompt", "2:0.8:256"],
+            4,
+        ),
         (
             "3 users' chats",
             &["--users", "3", "--think", "0.5", "--conversations", CHATS],
@@ -257,7 +273,6 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
                 .args(["--lengths", "fixed"])
                 .args(["--prompt", &OWN.to_string()])
                 .args(["--output", &OUTPUT.to_string()])
-                .args(["--rate", &RATE.to_string()])
                 .args(["--horizon", &DURATION_S.to_string()])
                 .args(["--seed", &seed.to_string(), "--cost"])
                 .arg(dir.join("fit.json")),
@@ -268,7 +283,10 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
             measured_hit: cached / (cached + fresh),
             predicted_hit: sim["prefix_cache"]["token_hit_rate"].as_f64().unwrap(),
             measured_ttft: ttft,
-            predicted_ttft: sim["ttft"]["mean"].as_f64().unwrap(),
+            // users are simulated as a fleet of one: its summary is one level down
+            predicted_ttft: sim.get("summary").unwrap_or(&sim)["ttft"]["mean"]
+                .as_f64()
+                .unwrap(),
         });
     }
 
