@@ -92,7 +92,7 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
         Upstream::Stable(s) => s,
     };
     let down = match downstream(cfg, &at, lambda)? {
-        Downstream::Unstable(rho) => return Ok(unstable(up.prefill.clone(), rho)),
+        Downstream::Unstable(rho) => return Ok(unstable(up.prefill, rho)),
         Downstream::Stable(s) => s,
     };
     combine(cfg, &at, lambda, &up, &down)
@@ -231,7 +231,7 @@ impl DisaggSplits {
             .or_insert_with(|| downstream(&cfg, &at, lambda))
         {
             Err(e) => return Err(e.clone()),
-            Ok(Downstream::Unstable(rho)) => return Ok(Some(unstable(up.prefill.clone(), *rho))),
+            Ok(Downstream::Unstable(rho)) => return Ok(Some(unstable(up.prefill, *rho))),
             Ok(Downstream::Stable(s)) => s,
         };
         // The decode pool's TPOT misses the SLO: the attainment is 0 whatever the TTFT
@@ -242,7 +242,7 @@ impl DisaggSplits {
                 && up.finite
                 && down.finite
                 && lambda.is_finite()
-                && !(down.dp.tpot_mean_s <= cfg.base.metrics.slo_tpot_s)
+                && down.dp.tpot_mean_s > cfg.base.metrics.slo_tpot_s
             {
                 return Ok(None);
             }
@@ -475,7 +475,7 @@ fn combine(
     }
     Ok(DisaggPrediction {
         overall,
-        prefill: up.prefill.clone(),
+        prefill: up.prefill,
         transfer_mean_s: up.tx_mean,
         transfer_wait_mean_s: wait_l,
         link_utilisation: up.rho_l,
