@@ -6,7 +6,8 @@
 //! For each prefill count P from 1 (to 64), the fewest decode replicas D that meet the
 //! target (doubling steps, then a bisection: the attainment does not fall as D grows), P +
 //! D at most `max_replicas`; P stops growing once P + 1 replicas already cost as much as
-//! the cheapest split found. The binding limit is the
+//! the cheapest split found. The prefill pool at each P and the decode pool at each D are
+//! solved once ([`DisaggSplits`]). The binding limit is the
 //! busiest of the prefill pool, the decode pool and the links (the highest load ρ), and
 //! the headroom 1 / ρ − 1.
 
