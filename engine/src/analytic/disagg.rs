@@ -44,7 +44,7 @@ use crate::disagg::{DisaggConfig, FirstTokenFrom, Link};
 use crate::fleet::RouterKind;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Gamma};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The decode pool's share of a prediction.
@@ -141,9 +141,9 @@ pub struct DisaggSplits {
     link: Link,
     first_token: FirstTokenFrom,
     /// The prefill pool and links by prefill replicas.
-    up: HashMap<u32, Result<Upstream, AnalyticError>>,
+    up: BTreeMap<u32, Result<Upstream, AnalyticError>>,
     /// The decode pool by decode replicas.
-    down: HashMap<u32, Result<Downstream, AnalyticError>>,
+    down: BTreeMap<u32, Result<Downstream, AnalyticError>>,
 }
 
 impl DisaggSplits {
@@ -160,8 +160,8 @@ impl DisaggSplits {
             router,
             link,
             first_token,
-            up: HashMap::new(),
-            down: HashMap::new(),
+            up: BTreeMap::new(),
+            down: BTreeMap::new(),
         }
     }
 
@@ -241,7 +241,7 @@ impl DisaggSplits {
                 && cfg.first_token == FirstTokenFrom::Decode
                 && up.finite
                 && down.finite
-                && lambda.is_finite()
+                && small(lambda)
                 && down.dp.tpot_mean_s > cfg.base.metrics.slo_tpot_s
             {
                 return Ok(None);
@@ -332,9 +332,7 @@ fn upstream(cfg: &DisaggConfig, at: &[Atom], lambda: f64) -> Result<Upstream, An
     } else {
         Vec::new()
     };
-    let finite = [pf.mean, wait_l, rho_l, tx_mean]
-        .iter()
-        .all(|x| x.is_finite())
+    let finite = [pf.mean, wait_l, rho_l, tx_mean].into_iter().all(small)
         && atoms_finite(&pf.atoms)
         && (pf_tx.is_empty() || atoms_finite(&pf_tx));
     Ok(Upstream::Stable(UpstreamStages {
@@ -399,18 +397,21 @@ fn downstream(cfg: &DisaggConfig, at: &[Atom], lambda: f64) -> Result<Downstream
         dp.mean_in_system,
         dp.rho,
     ]
-    .iter()
-    .all(|x| x.is_finite())
+    .into_iter()
+    .all(small)
         && (from_prefill || atoms_finite(&first));
     Ok(Downstream::Stable(DownstreamStage { dp, first, finite }))
 }
 
-/// Non-empty, of finite weights summing to more than 0 and finite times far from
-/// overflowing when two are added.
+/// Finite and far from overflowing when a few are added.
+fn small(x: f64) -> bool {
+    x.is_finite() && x.abs() < 1e300
+}
+
+/// Non-empty, of finite weights summing to more than 0 and [`small`] times.
 fn atoms_finite(a: &[(f64, f64)]) -> bool {
     !a.is_empty()
-        && a.iter()
-            .all(|&(w, t)| w.is_finite() && w >= 0.0 && t.is_finite() && t.abs() < 1e300)
+        && a.iter().all(|&(w, t)| small(w) && w >= 0.0 && small(t))
         && a.iter().any(|&(w, _)| w > 1e-100)
 }
 
