@@ -53,7 +53,7 @@ pub use batching::BatchingModel;
 pub use birth_death::ReferenceChain;
 pub use capacity::{capacity_bounds, slo_capacity, Bound, CapacityBounds, SloCapacity};
 pub use ctmc::ReferenceCtmc;
-pub use disagg::{predict_disagg, DecodePoolPrediction, DisaggPrediction};
+pub use disagg::{predict_disagg, DecodePoolPrediction, DisaggPrediction, DisaggSplits};
 pub use erlang::{erlang_b, erlang_c, Mmc, Mmck};
 pub use fleet::{predict_fleet, supermarket_tail, FleetPrediction, ReplicaPrediction};
 pub use ggc::{ca2_from_burstiness, AllenCunneen, Kingman};

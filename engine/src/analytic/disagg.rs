@@ -38,12 +38,14 @@
 use super::erlang::erlang_c;
 use super::lengths::{shared_atoms, Atom};
 use super::{AnalyticError, Predicted, Prediction};
-use crate::config::Policy;
+use crate::config::{Policy, SimConfig};
 use crate::cost::PreparedCost;
-use crate::disagg::{DisaggConfig, FirstTokenFrom};
+use crate::disagg::{DisaggConfig, FirstTokenFrom, Link};
 use crate::fleet::RouterKind;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Gamma};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The decode pool's share of a prediction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -84,6 +86,173 @@ pub struct DisaggPrediction {
 /// An invalid configuration, shared tokens or arrivals from a trace (not modelled), an
 /// error of the prefill pool's fleet model.
 pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticError> {
+    let (at, lambda) = inputs(cfg)?;
+    let up = match upstream(cfg, &at, lambda)? {
+        Upstream::Unstable(u) => return Ok(u),
+        Upstream::Stable(s) => s,
+    };
+    let down = match downstream(cfg, &at, lambda)? {
+        Downstream::Unstable(rho) => return Ok(unstable(up.prefill, rho)),
+        Downstream::Stable(s) => s,
+    };
+    combine(cfg, &at, lambda, &up, &down)
+}
+
+/// The tandem model of one kind of replica split into pools of varying sizes, each
+/// stage's result kept for the next prediction that shares it: the prefill pool and the
+/// links at P replicas do not depend on the decode pool's size, nor the decode pool at D
+/// replicas on the prefill pool's. The planner's search over splits asks for many (P, D)
+/// of the same P or the same D.
+///
+/// # Examples
+/// ```
+/// use engine::analytic::{predict_disagg, DisaggSplits};
+/// use engine::disagg::{DisaggConfig, FirstTokenFrom, KvGeometry, Link};
+/// use engine::fleet::RouterKind;
+/// use engine::SimConfig;
+///
+/// let base = SimConfig::vllm_like(2.0);
+/// let link = Link {
+///     bandwidth_bytes_per_s: 25e9 / 8.0,
+///     latency_s: 1e-3,
+///     geometry: KvGeometry::of_model("Qwen2.5-1.5B").unwrap(),
+/// };
+/// let mut splits = DisaggSplits::new(
+///     base.clone(),
+///     RouterKind::LeastOutstanding,
+///     link,
+///     FirstTokenFrom::Decode,
+/// );
+/// let alone = predict_disagg(&DisaggConfig::uniform(
+///     base,
+///     2,
+///     3,
+///     RouterKind::LeastOutstanding,
+///     link,
+///     FirstTokenFrom::Decode,
+/// ));
+/// assert_eq!(splits.predict(2, 3), alone);
+/// ```
+#[derive(Clone, Debug)]
+pub struct DisaggSplits {
+    /// Every replica of both pools (its workload is the whole deployment's).
+    base: SimConfig,
+    router: RouterKind,
+    link: Link,
+    first_token: FirstTokenFrom,
+    /// The prefill pool and links by prefill replicas.
+    up: BTreeMap<u32, Result<Upstream, AnalyticError>>,
+    /// The decode pool by decode replicas.
+    down: BTreeMap<u32, Result<Downstream, AnalyticError>>,
+}
+
+impl DisaggSplits {
+    /// Splits of `base`'s replica, both pools routed by `router`, as
+    /// [`DisaggConfig::uniform`] builds them.
+    pub fn new(
+        base: SimConfig,
+        router: RouterKind,
+        link: Link,
+        first_token: FirstTokenFrom,
+    ) -> Self {
+        DisaggSplits {
+            base,
+            router,
+            link,
+            first_token,
+            up: BTreeMap::new(),
+            down: BTreeMap::new(),
+        }
+    }
+
+    /// The configuration of `p` prefill and `d` decode replicas.
+    pub fn config(&self, p: u32, d: u32) -> DisaggConfig {
+        DisaggConfig::uniform(
+            self.base.clone(),
+            p,
+            d,
+            self.router,
+            self.link,
+            self.first_token,
+        )
+    }
+
+    /// [`predict_disagg`] of [`DisaggSplits::config`]`(p, d)`, the same figures.
+    ///
+    /// # Errors
+    /// As [`predict_disagg`].
+    pub fn predict(&mut self, p: u32, d: u32) -> Result<DisaggPrediction, AnalyticError> {
+        self.evaluate(p, d, None)
+            .map(|x| x.expect("no target: always a prediction"))
+    }
+
+    /// [`DisaggSplits::predict`]`(p, d)` when it is stable and its SLO attainment is at
+    /// least `target`, else None. Faster for a split that misses: when the decode pool
+    /// alone already misses the TPOT SLO (first token from the decode pool), the TTFT
+    /// distribution is not convolved.
+    ///
+    /// # Errors
+    /// As [`predict_disagg`].
+    pub fn meets(
+        &mut self,
+        p: u32,
+        d: u32,
+        target: f64,
+    ) -> Result<Option<DisaggPrediction>, AnalyticError> {
+        let pr = self.evaluate(p, d, Some(target))?;
+        Ok(pr.filter(|pr| {
+            pr.overall
+                .metrics()
+                .is_some_and(|m| m.slo_attainment >= target)
+        }))
+    }
+
+    /// The prediction, or None when `target` is given and the split surely misses it.
+    fn evaluate(
+        &mut self,
+        p: u32,
+        d: u32,
+        target: Option<f64>,
+    ) -> Result<Option<DisaggPrediction>, AnalyticError> {
+        let cfg = self.config(p, d);
+        let (at, lambda) = inputs(&cfg)?;
+        let up = match self
+            .up
+            .entry(p)
+            .or_insert_with(|| upstream(&cfg, &at, lambda))
+        {
+            Err(e) => return Err(e.clone()),
+            Ok(Upstream::Unstable(u)) => return Ok(Some(u.clone())),
+            Ok(Upstream::Stable(s)) => s,
+        };
+        let down = match self
+            .down
+            .entry(d)
+            .or_insert_with(|| downstream(&cfg, &at, lambda))
+        {
+            Err(e) => return Err(e.clone()),
+            Ok(Downstream::Unstable(rho)) => return Ok(Some(unstable(up.prefill, *rho))),
+            Ok(Downstream::Stable(s)) => s,
+        };
+        // The decode pool's TPOT misses the SLO: the attainment is 0 whatever the TTFT
+        // (the figures being finite, the prediction is not an error).
+        if let Some(target) = target {
+            if target > 0.0
+                && cfg.first_token == FirstTokenFrom::Decode
+                && up.finite
+                && down.finite
+                && small(lambda)
+                && down.dp.tpot_mean_s > cfg.base.metrics.slo_tpot_s
+            {
+                return Ok(None);
+            }
+        }
+        combine(&cfg, &at, lambda, up, down).map(Some)
+    }
+}
+
+/// The checked configuration's length atoms and arrival rate.
+fn inputs(cfg: &DisaggConfig) -> Result<(Arc<[Atom]>, f64), AnalyticError> {
     cfg.validate_with(&crate::limits::Limits::default())
         .map_err(|e| AnalyticError::Unsupported {
             model: "disaggregated",
@@ -96,22 +265,46 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
             what: "shared tokens (system prompts, conversations)".into(),
         });
     }
-    let lambda = w.rate();
+    Ok((shared_atoms(&w.lengths, 60), w.rate()))
+}
+
+/// The prefill pool and the links.
+#[derive(Clone, Debug)]
+enum Upstream {
+    /// One of them is unstable: the whole prediction.
+    Unstable(DisaggPrediction),
+    Stable(UpstreamStages),
+}
+
+#[derive(Clone, Debug)]
+struct UpstreamStages {
+    pf: PrefillPool,
+    prefill: Prediction,
+    /// The links' mean wait, load and mean transfer time [s].
+    wait_l: f64,
+    rho_l: f64,
+    tx_mean: f64,
+    /// The prefill pool's TTFT plus the transfer (first token from the decode pool;
+    /// empty otherwise).
+    pf_tx: Vec<(f64, f64)>,
+    /// Every figure above finite.
+    finite: bool,
+}
+
+fn upstream(cfg: &DisaggConfig, at: &[Atom], lambda: f64) -> Result<Upstream, AnalyticError> {
     // 1. The prefill pool.
-    let at = shared_atoms(&w.lengths, 60);
-    let pf = prefill_pool(cfg, &at, lambda)?;
+    let pf = prefill_pool(cfg, at, lambda)?;
     let Some(pf) = pf else {
-        return Ok(unstable(
+        return Ok(Upstream::Unstable(unstable(
             Prediction::Unstable {
-                rho: prefill_rho(cfg, &at, lambda),
+                rho: prefill_rho(cfg, at, lambda),
             },
-            prefill_rho(cfg, &at, lambda),
-        ));
+            prefill_rho(cfg, at, lambda),
+        )));
     };
     let prefill = Prediction::Stable(pf.summary(cfg.base.metrics.slo_ttft_s, lambda));
 
     // 2. The links.
-    let from_prefill = cfg.first_token == FirstTokenFrom::Prefill;
     let link = &cfg.link;
     let lam_l = lambda / cfg.prefill.replicas.len() as f64;
     let (mut es, mut es2) = (0.0, 0.0);
@@ -122,12 +315,58 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
     }
     let rho_l = lam_l * es;
     if rho_l >= 1.0 {
-        return Ok(unstable(prefill, rho_l));
+        return Ok(Upstream::Unstable(unstable(prefill, rho_l)));
     }
     let wait_l = lam_l * es2 / (2.0 * (1.0 - rho_l));
     let tx_mean = wait_l + es + link.latency_s;
+    let pf_tx = if cfg.first_token == FirstTokenFrom::Decode {
+        let tx_atoms: Vec<(f64, f64)> = at
+            .iter()
+            .map(|a| {
+                let s = link.serialisation_s(link.geometry.bytes_per_token() * a.prompt);
+                (a.w, wait_l + s + link.latency_s)
+            })
+            .collect();
+        let tx = convolve(&tx_atoms, &[(1.0, 0.0)]);
+        convolve(&pf.atoms, &tx)
+    } else {
+        Vec::new()
+    };
+    let finite = [pf.mean, wait_l, rho_l, tx_mean].into_iter().all(small)
+        && atoms_finite(&pf.atoms)
+        && (pf_tx.is_empty() || atoms_finite(&pf_tx));
+    Ok(Upstream::Stable(UpstreamStages {
+        pf,
+        prefill,
+        wait_l,
+        rho_l,
+        tx_mean,
+        pf_tx,
+        finite,
+    }))
+}
 
+/// The decode pool.
+#[derive(Clone, Debug)]
+enum Downstream {
+    /// Unstable at this load.
+    Unstable(f64),
+    Stable(DownstreamStage),
+}
+
+#[derive(Clone, Debug)]
+struct DownstreamStage {
+    dp: DecodePoolPrediction,
+    /// The first step's distribution (first token from the decode pool; empty
+    /// otherwise).
+    first: Vec<(f64, f64)>,
+    /// Every figure above finite.
+    finite: bool,
+}
+
+fn downstream(cfg: &DisaggConfig, at: &[Atom], lambda: f64) -> Result<Downstream, AnalyticError> {
     // 3. The decode pool.
+    let from_prefill = cfg.first_token == FirstTokenFrom::Prefill;
     let tokens = |a: &Atom| {
         if from_prefill {
             a.output - 1.0
@@ -142,11 +381,51 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
         .collect();
     let p_dec: f64 = dec.iter().map(|d| d.0).sum();
     let chain = DecodeChain::new(cfg, &dec, lambda * p_dec)?;
-    let Some(dp) = chain.solve() else {
-        return Ok(unstable(prefill, chain.rho()));
+    let Some(pi) = chain.stationary() else {
+        return Ok(Downstream::Unstable(chain.rho()));
     };
+    let dp = chain.solve(&pi);
+    let first = if from_prefill {
+        Vec::new()
+    } else {
+        convolve(&chain.first_step_atoms(&pi), &[(1.0, 0.0)])
+    };
+    let finite = [
+        dp.first_step_mean_s,
+        dp.tpot_mean_s,
+        dp.utilisation,
+        dp.mean_in_system,
+        dp.rho,
+    ]
+    .into_iter()
+    .all(small)
+        && (from_prefill || atoms_finite(&first));
+    Ok(Downstream::Stable(DownstreamStage { dp, first, finite }))
+}
 
-    // 4. The user's view.
+/// Finite and far from overflowing when a few are added.
+fn small(x: f64) -> bool {
+    x.is_finite() && x.abs() < 1e300
+}
+
+/// Non-empty, of finite weights summing to more than 0 and [`small`] times.
+fn atoms_finite(a: &[(f64, f64)]) -> bool {
+    !a.is_empty()
+        && a.iter().all(|&(w, t)| small(w) && w >= 0.0 && small(t))
+        && a.iter().any(|&(w, _)| w > 1e-100)
+}
+
+/// 4. The user's view of the three stages.
+fn combine(
+    cfg: &DisaggConfig,
+    at: &[Atom],
+    lambda: f64,
+    up: &UpstreamStages,
+    down: &DownstreamStage,
+) -> Result<DisaggPrediction, AnalyticError> {
+    let from_prefill = cfg.first_token == FirstTokenFrom::Prefill;
+    let link = &cfg.link;
+    let (pf, wait_l, dp) = (&up.pf, up.wait_l, &down.dp);
     let (ttft_mean, tpot_mean, q, dist) = if from_prefill {
         // TPOT over requests of two or more tokens: the second token's wait spread over
         // their gaps.
@@ -166,17 +445,8 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
             pf.atoms.clone(),
         )
     } else {
-        let ttft = pf.mean + tx_mean + dp.first_step_mean_s;
-        let tx_atoms: Vec<(f64, f64)> = at
-            .iter()
-            .map(|a| {
-                let s = link.serialisation_s(link.geometry.bytes_per_token() * a.prompt);
-                (a.w, wait_l + s + link.latency_s)
-            })
-            .collect();
-        let first = convolve(&chain.first_step_atoms(), &[(1.0, 0.0)]);
-        let tx = convolve(&tx_atoms, &[(1.0, 0.0)]);
-        let sum = convolve(&convolve(&pf.atoms, &tx), &first);
+        let ttft = pf.mean + up.tx_mean + dp.first_step_mean_s;
+        let sum = convolve(&up.pf_tx, &down.first);
         let q = quantiles(&sum);
         (ttft, dp.tpot_mean_s, q, sum)
     };
@@ -206,11 +476,11 @@ pub fn predict_disagg(cfg: &DisaggConfig) -> Result<DisaggPrediction, AnalyticEr
     }
     Ok(DisaggPrediction {
         overall,
-        prefill,
-        transfer_mean_s: tx_mean,
+        prefill: up.prefill,
+        transfer_mean_s: up.tx_mean,
         transfer_wait_mean_s: wait_l,
-        link_utilisation: rho_l,
-        decode: dp,
+        link_utilisation: up.rho_l,
+        decode: *dp,
     })
 }
 
@@ -329,7 +599,12 @@ impl DecodeChain {
             }
             p.push(next);
             sum += next;
-            if (n as f64 > self.slots * self.pooled && next < 1e-13 * sum) || n > 2_000_000 {
+            // Past a term that underflowed to 0 every term is 0: the rest of the chain
+            // adds nothing to the sums below.
+            if (n as f64 > self.slots * self.pooled && next < 1e-13 * sum)
+                || n > 2_000_000
+                || next == 0.0
+            {
                 break;
             }
         }
@@ -338,8 +613,8 @@ impl DecodeChain {
         Some(p)
     }
 
-    fn solve(&self) -> Option<DecodePoolPrediction> {
-        let pi = self.stationary()?;
+    /// The pool's figures from the stationary law `pi`.
+    fn solve(&self, pi: &[f64]) -> DecodePoolPrediction {
         let mut first = 0.0;
         let (mut tok, mut tok_t) = (0.0, 0.0);
         let mut busy = 0.0;
@@ -356,7 +631,7 @@ impl DecodeChain {
             // Replicas running iterations: n requests spread over the pooled replicas.
             busy += p * nf.min(self.pooled) / self.pooled;
         }
-        Some(DecodePoolPrediction {
+        DecodePoolPrediction {
             rate_rps: self.lambda,
             slots: self.slots,
             first_step_mean_s: first,
@@ -368,7 +643,7 @@ impl DecodeChain {
             utilisation: busy,
             mean_in_system: mean_n / self.pooled,
             rho: self.rho(),
-        })
+        }
     }
 
     /// An arrival finding n: (mean wait + first step, and its parts: residual span,
@@ -387,11 +662,8 @@ impl DecodeChain {
         }
     }
 
-    /// The first-step time's distribution as weighted atoms.
-    fn first_step_atoms(&self) -> Vec<(f64, f64)> {
-        let Some(pi) = self.stationary() else {
-            return Vec::new();
-        };
+    /// The first-step time's distribution as weighted atoms, from the stationary law.
+    fn first_step_atoms(&self, pi: &[f64]) -> Vec<(f64, f64)> {
         let mut out = Vec::new();
         for (n, p) in pi.iter().enumerate() {
             if *p < 1e-12 {
@@ -423,6 +695,7 @@ fn gamma_quantile(k: f64, mu: f64, u: f64) -> f64 {
 }
 
 /// The prefill pool's prediction: TTFT atoms (weight, seconds) and its mean.
+#[derive(Clone, Debug)]
 struct PrefillPool {
     atoms: Vec<(f64, f64)>,
     mean: f64,
@@ -583,26 +856,179 @@ fn prefill_pool(
 /// The distribution of the sum of two independent atom lists, kept to at most 256 atoms
 /// (merged in order of value, each merged atom at its group's mean).
 fn convolve(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    let mut all: Vec<(f64, f64)> = Vec::with_capacity(a.len() * b.len());
-    for &(wa, ta) in a {
-        for &(wb, tb) in b {
-            if wa * wb > 0.0 {
-                all.push((wa * wb, ta + tb));
+    PAIRS.with(|pairs| {
+        let mut all = pairs.borrow_mut();
+        pair_sums(a, b, &mut all);
+        reduce(&all)
+    })
+}
+
+thread_local! {
+    /// The pairs of the last convolution (65,536 of two reduced lists): kept, as
+    /// allocating and touching a new megabyte per convolution cost as much as filling it.
+    static PAIRS: std::cell::RefCell<Vec<(f64, f64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Every pair's (product of weights, sum of times) with a positive weight, ordered by
+/// time and, between equal times, as listed (by a's index, then b's): a stable sort of
+/// the pairs. Adding the same time to a sorted list keeps it sorted, so when `b` is
+/// sorted each of a's atoms gives a sorted run of pairs, and when `a` is (or, sorted, its
+/// order among equal sums stays as listed) each of b's does; the fewer runs are merged
+/// instead of sorting all the pairs.
+fn pair_sums(a: &[(f64, f64)], b: &[(f64, f64)], all: &mut Vec<(f64, f64)>) {
+    all.clear();
+    all.reserve(a.len() * b.len());
+    let sorted = |x: &[(f64, f64)]| x.windows(2).all(|w| w[0].1.total_cmp(&w[1].1).is_le());
+    let runs = if a.len() > 1 && b.len() > 1 && a.iter().chain(b).all(|x| x.1.is_finite()) {
+        let b_sorted = sorted(b);
+        if b_sorted && a.len() <= b.len() {
+            Some(Runs::Rows)
+        } else if sorted(a) {
+            Some(Runs::Columns((0..a.len()).collect()))
+        } else if b_sorted {
+            Some(columns_of_sorted(a, b).unwrap_or(Runs::Rows))
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    let Some(runs) = runs else {
+        for &(wa, ta) in a {
+            for &(wb, tb) in b {
+                if wa * wb > 0.0 {
+                    all.push((wa * wb, ta + tb));
+                }
             }
         }
+        all.sort_by(|x, y| x.1.total_cmp(&y.1));
+        return;
+    };
+    let nb = b.len();
+    // The k-th pair (i, j) of a run.
+    let (n_runs, run_len) = match &runs {
+        Runs::Rows => (a.len(), nb),
+        Runs::Columns(order) => (nb, order.len()),
+    };
+    let pair = |run: usize, k: usize| match &runs {
+        Runs::Rows => (run, k),
+        Runs::Columns(order) => (order[k], run),
+    };
+    // The run's first pair of positive weight from its k-th on.
+    let head = |run: usize, mut k: usize| -> Option<Head> {
+        while k < run_len {
+            let (i, j) = pair(run, k);
+            if a[i].0 * b[j].0 > 0.0 {
+                return Some(Head {
+                    key: order_key(a[i].1 + b[j].1),
+                    pos: (i * nb + j) as u64,
+                    run: run as u32,
+                    k: k as u32,
+                });
+            }
+            k += 1;
+        }
+        None
+    };
+    // A binary min-heap of the runs' heads.
+    let mut heap: Vec<Head> = (0..n_runs).filter_map(|r| head(r, 0)).collect();
+    for k in (0..heap.len() / 2).rev() {
+        sift_down(&mut heap, k);
     }
-    all.sort_by(|x, y| x.1.total_cmp(&y.1));
+    while let Some(&h) = heap.first() {
+        let (i, j) = pair(h.run as usize, h.k as usize);
+        all.push((a[i].0 * b[j].0, a[i].1 + b[j].1));
+        match head(h.run as usize, h.k as usize + 1) {
+            Some(next) => heap[0] = next,
+            None => {
+                let last = heap.pop().expect("a head");
+                if heap.is_empty() {
+                    break;
+                }
+                heap[0] = last;
+            }
+        }
+        sift_down(&mut heap, 0);
+    }
+}
+
+/// How [`pair_sums`] splits the pairs into sorted runs.
+enum Runs {
+    /// One per atom of `a`, along `b`.
+    Rows,
+    /// One per atom of `b`, along `a` in this order.
+    Columns(Vec<usize>),
+}
+
+/// Columns along `a` sorted by time, if no two of its atoms that `b`'s times make equal
+/// would change places (possible only through rounding).
+fn columns_of_sorted(a: &[(f64, f64)], b: &[(f64, f64)]) -> Option<Runs> {
+    let mut order: Vec<usize> = (0..a.len()).collect();
+    order.sort_by(|&x, &y| a[x].1.total_cmp(&a[y].1));
+    let keeps = order.windows(2).all(|w| {
+        w[0] < w[1]
+            || b.iter()
+                .all(|&(_, tb)| (a[w[0]].1 + tb).total_cmp(&(a[w[1]].1 + tb)).is_lt())
+    });
+    keeps.then_some(Runs::Columns(order))
+}
+
+/// A run's next pair in [`pair_sums`]' merge.
+#[derive(Clone, Copy)]
+struct Head {
+    /// The sum's time as an integer of the same order ([`f64::total_cmp`]'s).
+    key: u64,
+    /// Its place in the pairs as listed.
+    pos: u64,
+    run: u32,
+    k: u32,
+}
+
+/// [`f64::total_cmp`]'s order as an unsigned integer.
+fn order_key(t: f64) -> u64 {
+    let b = t.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | 1 << 63
+    }
+}
+
+/// Restores the min-heap order (by time, then place) below `k`.
+fn sift_down(heap: &mut [Head], mut k: usize) {
+    let before = |x: &Head, y: &Head| (x.key, x.pos) < (y.key, y.pos);
+    loop {
+        let l = 2 * k + 1;
+        if l >= heap.len() {
+            return;
+        }
+        let c = if l + 1 < heap.len() && before(&heap[l + 1], &heap[l]) {
+            l + 1
+        } else {
+            l
+        };
+        if !before(&heap[c], &heap[k]) {
+            return;
+        }
+        heap.swap(c, k);
+        k = c;
+    }
+}
+
+/// Sorted atoms kept to at most 256: groups of equal mass, finer in the upper tail
+/// (edges 1 − (1 − i/M)²), each at its group's mean.
+fn reduce(all: &[(f64, f64)]) -> Vec<(f64, f64)> {
     const MAX: usize = 256;
     if all.len() <= MAX {
-        return all;
+        return all.to_vec();
     }
-    // Groups of equal mass, finer in the upper tail (edges 1 − (1 − i/M)²).
     let total: f64 = all.iter().map(|x| x.0).sum();
     let mut out = Vec::with_capacity(MAX);
     let (mut w, mut wt, mut cum) = (0.0, 0.0, 0.0);
     let mut g = 1usize;
     let edge = |g: usize| total * (1.0 - (1.0 - g as f64 / MAX as f64).powi(2));
-    for &(x, t) in &all {
+    for &(x, t) in all {
         w += x;
         wt += x * t;
         cum += x;
@@ -651,4 +1077,175 @@ fn quantiles(a: &[(f64, f64)]) -> [f64; 3] {
             v[i - 1].1 + f * (v[i].1 - v[i - 1].1)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::RooflineCost;
+    use crate::disagg::KvGeometry;
+    use crate::workload::LengthDist;
+    use rand::{Rng, SeedableRng};
+    use rand_pcg::Pcg64;
+
+    /// The pairs with a positive weight, stably sorted by time.
+    fn stable_sort(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, f64)> {
+        let mut all = Vec::new();
+        for &(wa, ta) in a {
+            for &(wb, tb) in b {
+                if wa * wb > 0.0 {
+                    all.push((wa * wb, ta + tb));
+                }
+            }
+        }
+        all.sort_by(|x, y| x.1.total_cmp(&y.1));
+        all
+    }
+
+    fn bits(v: &[(f64, f64)]) -> Vec<(u64, u64)> {
+        v.iter().map(|x| (x.0.to_bits(), x.1.to_bits())).collect()
+    }
+
+    /// `n` atoms at times on a grid of tenths: their sums tie exactly, and some tie only
+    /// after rounding (0.1 + 0.2 against 0.3); some weights are 0.
+    fn list(rng: &mut Pcg64, n: usize, sort: bool) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = (0..n)
+            .map(|_| {
+                let w = if rng.random_range(0..8) == 0 {
+                    0.0
+                } else {
+                    rng.random_range(0.1..1.0)
+                };
+                (w, f64::from(rng.random_range(0..12u32)) * 0.1)
+            })
+            .collect();
+        if sort {
+            v.sort_by(|x, y| x.1.total_cmp(&y.1));
+        }
+        v
+    }
+
+    #[test]
+    fn merged_pairs_are_the_stable_sort_of_the_pairs() {
+        let mut rng = Pcg64::seed_from_u64(11);
+        let mut out = Vec::new();
+        for _ in 0..300 {
+            // Times on a grid of tenths: sums tie exactly, and some tie only after
+            // rounding (0.1 + 0.2 against 0.3); some weights are 0.
+            let (na, nb) = (rng.random_range(1..40), rng.random_range(1..40));
+            for (sa, sb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (a, b) = (list(&mut rng, na, sa), list(&mut rng, nb, sb));
+                pair_sums(&a, &b, &mut out);
+                assert_eq!(bits(&out), bits(&stable_sort(&a, &b)), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_sorted_list_whose_sums_would_change_places_is_not_merged_by_columns() {
+        // 0.3 sorts before 0.30000000000000004, but adding 0.7 to either gives 1.0: by
+        // columns along a sorted, the two sums would come out in the wrong order.
+        let a = [(0.5, 0.30000000000000004), (0.5, 0.3), (0.5, 0.0)];
+        let b = [(0.5, 0.0), (0.5, 0.7)];
+        assert!(columns_of_sorted(&a, &b).is_none());
+        let mut out = Vec::new();
+        pair_sums(&a, &b, &mut out);
+        assert_eq!(bits(&out), bits(&stable_sort(&a, &b)));
+    }
+
+    fn config(
+        rate: f64,
+        p: u32,
+        d: u32,
+        router: RouterKind,
+        first: FirstTokenFrom,
+    ) -> DisaggConfig {
+        DisaggSplits::new(base(rate), router, link(), first).config(p, d)
+    }
+
+    fn base(rate: f64) -> SimConfig {
+        let (cost, kv) = RooflineCost::preset("A10G", "Qwen2.5-1.5B", 0.9, 1).unwrap();
+        let mut one = SimConfig::vllm_like(rate);
+        one.cost = cost;
+        one.server.kv_tokens = kv;
+        one.server.max_batch = 32;
+        one.server.token_budget = 2048;
+        one.workload.lengths = LengthDist::reference();
+        one
+    }
+
+    fn link() -> Link {
+        Link {
+            bandwidth_bytes_per_s: 25e9 / 8.0,
+            latency_s: 1e-3,
+            geometry: KvGeometry::of_model("Qwen2.5-1.5B").unwrap(),
+        }
+    }
+
+    #[test]
+    fn splits_predict_what_the_tandem_model_predicts_alone() {
+        for router in [RouterKind::Random, RouterKind::LeastOutstanding] {
+            for first in [FirstTokenFrom::Prefill, FirstTokenFrom::Decode] {
+                let mut splits = DisaggSplits::new(base(12.0), router, link(), first);
+                // Pool sizes met again in another order, unstable ones among them.
+                for (p, d) in [
+                    (1, 1),
+                    (2, 1),
+                    (1, 4),
+                    (2, 4),
+                    (4, 2),
+                    (1, 2),
+                    (2, 2),
+                    (4, 64),
+                ] {
+                    let alone = predict_disagg(&config(12.0, p, d, router, first));
+                    assert_eq!(splits.predict(p, d), alone, "{p}:{d} {router:?} {first:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn meets_answers_as_the_prediction_does() {
+        for first in [FirstTokenFrom::Prefill, FirstTokenFrom::Decode] {
+            for (rate, slo_tpot) in [(12.0, 0.05), (12.0, 0.005)] {
+                let mut b = base(rate);
+                b.metrics.slo_ttft_s = 0.5;
+                b.metrics.slo_tpot_s = slo_tpot;
+                let mut splits = DisaggSplits::new(b.clone(), RouterKind::Random, link(), first);
+                for (p, d) in [(1, 1), (2, 2), (2, 8), (3, 16)] {
+                    let whole = splits.predict(p, d).unwrap();
+                    let att = whole.overall.metrics().map(|m| m.slo_attainment);
+                    for target in [0.5, 0.9, 0.999] {
+                        let met = splits.meets(p, d, target).unwrap();
+                        assert_eq!(met.is_some(), att.is_some_and(|a| a >= target));
+                        if let Some(m) = met {
+                            assert_eq!(m, whole);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_cut_where_its_terms_underflow_solves_as_the_whole_chain() {
+        // Many pooled decode replicas at a light load: the chain's terms reach 0 long
+        // before its D·c states.
+        let cfg = config(
+            2.0,
+            1,
+            512,
+            RouterKind::LeastOutstanding,
+            FirstTokenFrom::Decode,
+        );
+        let at = shared_atoms(&cfg.base.workload.lengths, 60);
+        let dec: Vec<(f64, f64, f64)> = at.iter().map(|a| (a.w, a.prompt, a.output)).collect();
+        let chain = DecodeChain::new(&cfg, &dec, 2.0).unwrap();
+        let pi = chain.stationary().unwrap();
+        assert!(pi.len() < 4096, "{} states", pi.len());
+        let mut whole = pi.clone();
+        whole.resize(512 * 32 + 2, 0.0);
+        assert_eq!(chain.solve(&pi), chain.solve(&whole));
+    }
 }

@@ -6,13 +6,14 @@
 //! For each prefill count P from 1 (to 64), the fewest decode replicas D that meet the
 //! target (doubling steps, then a bisection: the attainment does not fall as D grows), P +
 //! D at most `max_replicas`; P stops growing once P + 1 replicas already cost as much as
-//! the cheapest split found. The binding limit is the
+//! the cheapest split found. The prefill pool at each P and the decode pool at each D are
+//! solved once ([`DisaggSplits`]). The binding limit is the
 //! busiest of the prefill pool, the decode pool and the links (the highest load ρ), and
 //! the headroom 1 / ρ − 1.
 
 use super::{Family, Infeasible, PlanError, PlanSpec};
-use crate::analytic::{predict_disagg, Predicted};
-use crate::config::KvMode;
+use crate::analytic::{DisaggSplits, Predicted};
+use crate::config::{KvMode, SimConfig};
 use crate::disagg::{DisaggConfig, FirstTokenFrom, KvGeometry, Link};
 use crate::fleet::RouterKind;
 use serde::{Deserialize, Serialize};
@@ -124,9 +125,14 @@ pub(crate) fn config(
     link: Link,
     first: FirstTokenFrom,
 ) -> DisaggConfig {
+    DisaggConfig::uniform(replica(f), p, d, f.router, link, first)
+}
+
+/// Both pools' replica: the family's, paged.
+fn replica(f: &Family) -> SimConfig {
     let mut base = f.replica.clone();
     base.server.kv_mode = KvMode::Paged;
-    DisaggConfig::uniform(base, p, d, f.router, link, first)
+    base
 }
 
 fn cheapest_split(
@@ -138,10 +144,13 @@ fn cheapest_split(
 ) -> Result<Option<ScreenedDisagg>, PlanError> {
     let target = spec.attainment;
     let max = spec.max_replicas;
+    // The prefill pool at P and the decode pool at D are each solved once.
+    let mut splits = DisaggSplits::new(replica(f), f.router, link, first);
     let mut meets = |p: u32, d: u32| -> Result<Option<(Predicted, String, f64)>, PlanError> {
         // A split the model cannot answer for counts as a miss, and the family says why.
-        let pr = match predict_disagg(&config(f, p, d, link, first)) {
-            Ok(pr) => pr,
+        let pr = match splits.meets(p, d, target) {
+            Ok(Some(pr)) => pr,
+            Ok(None) => return Ok(None),
             Err(e) => {
                 *failed = Some(e.to_string());
                 return Ok(None);
@@ -150,9 +159,6 @@ fn cheapest_split(
         let Some(m) = pr.overall.metrics().copied() else {
             return Ok(None);
         };
-        if m.slo_attainment < target {
-            return Ok(None);
-        }
         let rho_p = pr.prefill.metrics().map_or(0.0, |x| x.utilisation);
         let stages = [
             (rho_p, "prefill pool"),
@@ -175,26 +181,29 @@ fn cheapest_split(
         // bisection down to one that does not (or 0).
         let cap = max - p;
         let mut hi = 1u32;
-        while meets(p, hi)?.is_none() {
+        let mut at_hi = loop {
+            if let Some(met) = meets(p, hi)? {
+                break Some(met);
+            }
             if hi >= cap {
-                hi = 0;
-                break;
+                break None;
             }
             hi = (hi * 2).min(cap);
-        }
-        if hi == 0 {
+        };
+        if at_hi.is_none() {
             continue;
         }
         let mut lo = hi / 2;
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            if meets(p, mid)?.is_some() {
+            if let Some(met) = meets(p, mid)? {
                 hi = mid;
+                at_hi = Some(met);
             } else {
                 lo = mid;
             }
         }
-        let (m, binding, headroom) = meets(p, hi)?.expect("met at hi");
+        let (m, binding, headroom) = at_hi.expect("met at hi");
         let n = p + hi;
         if best.as_ref().is_none_or(|b| n < b.prefill + b.decode) {
             best = Some(ScreenedDisagg {
