@@ -103,11 +103,34 @@ impl Chain {
         }
         &mut self.refs[(lo - self.j0) as usize..end]
     }
+}
 
-    #[inline]
-    fn at(&mut self, j: u64) -> &mut u32 {
-        &mut self.refs[(j - self.j0) as usize]
+/// Applies `go_idle` to the counts of blocks `lo..` (`refs`), last block first, and
+/// appends the spans of consecutive blocks for which it returned true to `spans`, highest
+/// first (the order in which they go idle); returns how many blocks it returned true for.
+#[inline]
+fn spans_of(
+    refs: &mut [u32],
+    lo: u64,
+    spans: &mut Vec<(u64, u64)>,
+    mut go_idle: impl FnMut(&mut u32) -> bool,
+) -> u64 {
+    let mut n = 0;
+    // The open span's top (exclusive), if any.
+    let mut top = None;
+    for k in (0..refs.len()).rev() {
+        let j = lo + k as u64;
+        if go_idle(&mut refs[k]) {
+            n += 1;
+            top.get_or_insert(j + 1);
+        } else if let Some(t) = top.take() {
+            spans.push((j + 1, t));
+        }
     }
+    if let Some(t) = top {
+        spans.push((lo, t));
+    }
+    n
 }
 
 /// Counts of the lookups made at admissions.
@@ -176,6 +199,8 @@ pub(crate) struct PrefixTable {
     /// Blocks with refs = 0 (in the idle list, anonymous runs counted in full) / > 0.
     pub(crate) idle: u64,
     pub(crate) live: u64,
+    /// Spans of blocks going idle together, kept between calls.
+    spans: Vec<(u64, u64)>,
     /// Pieces found by the last [`PrefixTable::find_prefix`], and their blocks.
     found: Vec<Found>,
     pub(crate) found_blocks: u64,
@@ -368,17 +393,22 @@ impl PrefixTable {
             return;
         }
         let c = self.chain_or_new(base);
-        self.chains[c as usize].cover(lo, hi);
-        let mut n = 0;
-        for j in (lo..hi).rev() {
-            let r = self.chains[c as usize].at(j);
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let refs = self.chains[c as usize].cover(lo, hi);
+        let n = spans_of(refs, lo, &mut spans, |r| {
             if *r == ABSENT {
                 *r = 0;
-                n += 1;
-                self.push_mru_block(c, j);
+                true
+            } else {
+                false
             }
-        }
+        });
         self.chains[c as usize].present += n;
+        for &(a, b) in &spans {
+            self.push_mru_span(c, a, b);
+        }
+        self.spans = spans;
         self.idle += n;
         self.note_peak();
     }
@@ -393,34 +423,38 @@ impl PrefixTable {
             debug_assert!(false, "held blocks are in the table");
             return 0;
         };
-        let mut n = 0;
-        for j in (lo..hi).rev() {
-            let r = self.chains[c as usize].at(j);
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let ch = &mut self.chains[c as usize];
+        let refs = &mut ch.refs[(lo - ch.j0) as usize..(hi - ch.j0) as usize];
+        let n = spans_of(refs, lo, &mut spans, |r| {
             debug_assert!(*r != 0 && *r != ABSENT, "unhold of a block not held");
             *r -= 1;
-            if *r == 0 {
-                n += 1;
-                self.push_mru_block(c, j);
-            }
+            *r == 0
+        });
+        for &(a, b) in &spans {
+            self.push_mru_span(c, a, b);
         }
+        self.spans = spans;
         self.live -= n;
         self.idle += n;
         n
     }
 
-    /// Block `j` of chain `c` goes idle, at the most recently used end: it extends the
-    /// last run if that run's bottom block is `j + 1` of the same chain.
+    /// Blocks `lo..hi` of chain `c` go idle at the most recently used end, the last one
+    /// first: they extend the last run if that run's bottom block is `hi` of the same
+    /// chain.
     #[inline]
-    fn push_mru_block(&mut self, c: u32, j: u64) {
+    fn push_mru_span(&mut self, c: u32, lo: u64, hi: u64) {
         let t = self.tail;
         if t != NIL {
             let run = &mut self.runs[t as usize];
-            if run.chain == c && run.lo == j + 1 {
-                run.lo = j;
+            if run.chain == c && run.lo == hi {
+                run.lo = lo;
                 return;
             }
         }
-        let i = self.alloc(c, j, j + 1);
+        let i = self.alloc(c, lo, hi);
         self.push_mru(i);
         self.chains[c as usize].runs.push(i);
     }
