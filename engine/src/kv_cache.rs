@@ -32,7 +32,7 @@ struct Prefix {
     shared: Option<SharedTokens>,
     table: PrefixTable,
     /// Pieces of a leaving request, kept to walk them backwards.
-    pieces: Vec<Piece>,
+    scratch: Vec<Piece>,
 }
 
 impl Prefix {
@@ -107,7 +107,7 @@ impl KvCache {
         self.prefix = Some(Box::new(Prefix {
             shared,
             table: PrefixTable::new(),
-            pieces: Vec::new(),
+            scratch: Vec::new(),
         }));
         self
     }
@@ -327,7 +327,7 @@ impl KvCache {
         };
         p.table.insert_anon(full - keyed);
         freed += full - keyed;
-        let mut walk = std::mem::take(&mut p.pieces);
+        let mut walk = std::mem::take(&mut p.scratch);
         walk.clear();
         walk.extend(pieces(p.shared.as_ref(), r, cached, keyed, bs));
         for &piece in walk.iter().rev() {
@@ -339,7 +339,7 @@ impl KvCache {
         for &piece in walk.iter().rev() {
             freed += p.table.unhold(piece);
         }
-        p.pieces = walk;
+        p.scratch = walk;
         self.release(freed);
         debug_assert!(
             self.total_blocks > 4096 || self.check_prefix().is_ok(),

@@ -373,10 +373,6 @@ impl PrefixTable {
             }
             ch.present += n;
             added += n;
-            if n == 0 && ch.present == 0 {
-                // Nothing of a new chain was added (cannot happen: it had no blocks).
-                self.drop_chain(c);
-            }
             if lo + n < hi {
                 break;
             }
