@@ -21,9 +21,9 @@ pub use prefix::PrefixCounts;
 pub use slot::{common_prefix as slot_common_prefix, COMMON_TOKENS, SIMILARITY};
 
 use crate::config::KvMode;
-use crate::workload::shared::{block_chain, shared_blocks};
+use crate::workload::shared::{block_chain_run, shared_blocks};
 use crate::workload::{Request, SharedTokens};
-use prefix::PrefixTable;
+use prefix::{Piece, PrefixTable};
 use slot::SlotTable;
 
 /// The prefix cache: what names the blocks, and the table of cached ones.
@@ -31,22 +31,37 @@ use slot::SlotTable;
 struct Prefix {
     shared: Option<SharedTokens>,
     table: PrefixTable,
+    /// Pieces of a leaving request, kept to walk them backwards.
+    scratch: Vec<Piece>,
 }
 
 impl Prefix {
-    #[inline]
-    fn key(&self, r: &Request, j: u64, bs: u64) -> (u64, u64) {
-        (
-            block_chain(self.shared.as_ref(), r.id, r.group, r.conv, j, bs),
-            j,
-        )
-    }
-
     /// Leading blocks of `r` another request may share ([`shared_blocks`]).
     #[inline]
     fn shareable(&self, r: &Request, bs: u64) -> u64 {
         shared_blocks(self.shared.as_ref(), r.id, r.group, r.conv, bs)
     }
+}
+
+/// Blocks `from..to` of `r` as pieces of one chain each ([`block_chain_run`]), in order.
+#[inline]
+fn pieces<'a>(
+    shared: Option<&'a SharedTokens>,
+    r: &'a Request,
+    from: u64,
+    to: u64,
+    bs: u64,
+) -> impl Iterator<Item = Piece> + 'a {
+    let mut j = from;
+    std::iter::from_fn(move || {
+        if j >= to {
+            return None;
+        }
+        let (chain, end) = block_chain_run(shared, r.id, r.group, r.conv, j, bs);
+        let piece = (chain, j, end.min(to));
+        j = piece.2;
+        Some(piece)
+    })
 }
 
 /// KV cache state. All sizes in blocks unless named `_tokens`.
@@ -92,6 +107,7 @@ impl KvCache {
         self.prefix = Some(Box::new(Prefix {
             shared,
             table: PrefixTable::new(),
+            scratch: Vec::new(),
         }));
         self
     }
@@ -229,11 +245,10 @@ impl KvCache {
         if need - look.min(p.table.live).min(need) + wm > free {
             return None;
         }
-        let shared = p.shared.as_ref();
         let idle_hits = p
             .table
-            .find_prefix((0..look).map(|j| (block_chain(shared, r.id, r.group, r.conv, j, bs), j)));
-        let hits = p.table.found.len() as u64;
+            .find_prefix(pieces(p.shared.as_ref(), r, 0, look, bs));
+        let hits = p.table.found_blocks;
         let fresh = need - hits;
         if fresh + idle_hits + wm > free {
             return None;
@@ -264,15 +279,13 @@ impl KvCache {
         };
         // Only blocks others may share: a request's own are found only after it leaves.
         let full = (kv_tokens / bs).min(p.shareable(r, bs));
-        let mut j = *cached as u64;
-        while j < full {
-            let key = p.key(r, j, bs);
-            if !p.table.insert_live(key) {
-                break;
-            }
-            j += 1;
+        let from = *cached as u64;
+        if from < full {
+            let added = p
+                .table
+                .insert_live(pieces(p.shared.as_ref(), r, from, full, bs));
+            *cached = (from + added) as u32;
         }
-        *cached = j as u32;
     }
 
     /// A request leaves (finished, or `preempted`) holding `blocks`, the first `cached`
@@ -314,15 +327,19 @@ impl KvCache {
         };
         p.table.insert_anon(full - keyed);
         freed += full - keyed;
-        for j in (cached..keyed).rev() {
-            let key = p.key(r, j, bs);
-            p.table.insert_idle(key);
-            freed += 1;
+        let mut walk = std::mem::take(&mut p.scratch);
+        walk.clear();
+        walk.extend(pieces(p.shared.as_ref(), r, cached, keyed, bs));
+        for &piece in walk.iter().rev() {
+            p.table.insert_idle(piece);
         }
-        for j in (0..cached).rev() {
-            let key = p.key(r, j, bs);
-            freed += u64::from(p.table.unhold(key));
+        freed += keyed - cached;
+        walk.clear();
+        walk.extend(pieces(p.shared.as_ref(), r, 0, cached, bs));
+        for &piece in walk.iter().rev() {
+            freed += p.table.unhold(piece);
         }
+        p.scratch = walk;
         self.release(freed);
         debug_assert!(
             self.total_blocks > 4096 || self.check_prefix().is_ok(),

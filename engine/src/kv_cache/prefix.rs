@@ -6,9 +6,16 @@
 //! evicted least recently used first. An admission looks its prompt's full blocks up in
 //! order and stops at the first miss; the hits need no prefill.
 //!
-//! The table is a slab of entries with an intrusive doubly linked LRU list of the idle
-//! ones and a hash map from key to slot, so every operation is O(1) per block. Blocks
-//! that only their own request could ever find (past what it shares with others,
+//! A key is a chain and an index in it ([`crate::workload::shared::block_chain`]), and a
+//! request's blocks come in long runs of one chain (a trace block id's, a conversation's),
+//! so the table works on *pieces*: a chain and a range of indices. Each chain keeps its
+//! blocks' reference counts in one array by index, found through a hash map once per
+//! piece. The LRU order of the idle blocks is an intrusive doubly linked list of *runs*:
+//! consecutive blocks of one chain that went idle one after the other, last index first
+//! (as a leaving request returns them), so a run is evicted from its top index down and
+//! a piece is returned, held or evicted at the cost of a loop over its counts plus O(1)
+//! per run it touches. Holding blocks in the middle of a run splits it in two, in place.
+//! Blocks that only their own request could ever find (past what it shares with others,
 //! [`crate::workload::shared::shared_blocks`]) leave a finished request as one
 //! *anonymous* run in the idle list: they take room and LRU places like any cached
 //! block, at O(1) per request.
@@ -16,14 +23,16 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// Keys are already well mixed 64-bit values: hashing them again would only cost time.
+/// Chain bases are well mixed or carry their label in the high bits: one folded multiply
+/// spreads either over every bit a hash table reads.
 #[derive(Default)]
 pub(crate) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        let p = (self.0 as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (p as u64) ^ ((p >> 64) as u64)
     }
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
@@ -39,55 +48,89 @@ impl Hasher for KeyHasher {
 
 const NIL: u32 = u32::MAX;
 
-/// A block's name: its chain ([`crate::workload::shared::block_chain`]) and index in it.
-pub(crate) type Key = (u64, u64);
+/// The reference count of a block not in the table.
+const ABSENT: u32 = u32::MAX;
 
+/// A piece of a request's blocks: the chain ([`crate::workload::shared::block_chain`])
+/// and the block indices `lo..hi` in it.
+pub(crate) type Piece = (u64, u64, u64);
+
+/// A run of idle blocks in the LRU list: blocks `lo..hi` of chain `chain`, evicted from
+/// `hi − 1` down; or, with `chain` NIL, an anonymous run of `hi − lo` blocks.
 #[derive(Clone, Copy, Debug)]
-struct Entry {
-    /// Chain slot and index in the chain (keyed blocks).
+struct Run {
     chain: u32,
-    j: u64,
-    /// Running requests holding the block (0: idle, in the LRU list).
-    refs: u32,
-    /// An anonymous run of this many idle blocks (no key); 0 for a keyed block.
-    anon: u32,
+    lo: u64,
+    hi: u64,
     prev: u32,
     next: u32,
 }
 
-/// The cached blocks of one chain, by index from `j0`.
+/// The cached blocks of one chain: reference counts by index from `j0` (ABSENT: not
+/// cached), and the idle runs that hold its idle blocks.
 #[derive(Clone, Debug, Default)]
 struct Chain {
     base: u64,
     j0: u64,
-    slots: Vec<u32>,
-    present: u32,
+    refs: Vec<u32>,
+    present: u64,
+    runs: Vec<u32>,
 }
 
 impl Chain {
+    /// The counts of blocks `lo..hi` clipped to the array, and the index of the first.
     #[inline]
-    fn get(&self, j: u64) -> u32 {
-        match j.checked_sub(self.j0) {
-            Some(k) if (k as usize) < self.slots.len() => self.slots[k as usize],
-            _ => NIL,
-        }
+    fn window(&self, lo: u64, hi: u64) -> (u64, &[u32]) {
+        let n = self.refs.len() as u64;
+        let a = lo.saturating_sub(self.j0).min(n);
+        let b = hi.saturating_sub(self.j0).min(n);
+        (self.j0 + a, &self.refs[a as usize..b as usize])
     }
 
-    fn set(&mut self, j: u64, i: u32) {
-        if self.slots.is_empty() {
-            self.j0 = j;
+    /// Makes the array cover blocks `lo..hi`; returns the slice of their counts.
+    fn cover(&mut self, lo: u64, hi: u64) -> &mut [u32] {
+        if self.refs.is_empty() {
+            self.j0 = lo;
         }
-        if j < self.j0 {
-            let more = (self.j0 - j) as usize;
-            self.slots.splice(0..0, std::iter::repeat_n(NIL, more));
-            self.j0 = j;
+        if lo < self.j0 {
+            let more = (self.j0 - lo) as usize;
+            self.refs.splice(0..0, std::iter::repeat_n(ABSENT, more));
+            self.j0 = lo;
         }
-        let k = (j - self.j0) as usize;
-        if k >= self.slots.len() {
-            self.slots.resize(k + 1, NIL);
+        let end = (hi - self.j0) as usize;
+        if end > self.refs.len() {
+            self.refs.resize(end, ABSENT);
         }
-        self.slots[k] = i;
+        &mut self.refs[(lo - self.j0) as usize..end]
     }
+}
+
+/// Applies `go_idle` to the counts of blocks `lo..` (`refs`), last block first, and
+/// appends the spans of consecutive blocks for which it returned true to `spans`, highest
+/// first (the order in which they go idle); returns how many blocks it returned true for.
+#[inline]
+fn spans_of(
+    refs: &mut [u32],
+    lo: u64,
+    spans: &mut Vec<(u64, u64)>,
+    mut go_idle: impl FnMut(&mut u32) -> bool,
+) -> u64 {
+    let mut n = 0;
+    // The open span's top (exclusive), if any.
+    let mut top = None;
+    for k in (0..refs.len()).rev() {
+        let j = lo + k as u64;
+        if go_idle(&mut refs[k]) {
+            n += 1;
+            top.get_or_insert(j + 1);
+        } else if let Some(t) = top.take() {
+            spans.push((j + 1, t));
+        }
+    }
+    if let Some(t) = top {
+        spans.push((lo, t));
+    }
+    n
 }
 
 /// Counts of the lookups made at admissions.
@@ -130,25 +173,37 @@ impl std::ops::Add for PrefixCounts {
     }
 }
 
+/// Blocks found by a lookup: blocks `lo..hi` of chain slot `chain`, `idle` of them idle.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Found {
+    chain: u32,
+    lo: u64,
+    hi: u64,
+    idle: u64,
+}
+
 /// The cache's table of keyed blocks: chains by base (a hash map, looked up once per
-/// run of blocks of one chain), each an array of block slots by index.
+/// piece), each an array of reference counts by index, and the LRU list of idle runs.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PrefixTable {
     chain_of: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
     chains: Vec<Chain>,
     free_chains: Vec<u32>,
-    /// The chain last looked up (base, slot): consecutive blocks mostly share a chain.
+    /// The chain last looked up (base, slot): consecutive pieces often share a chain.
     memo: Option<(u64, u32)>,
-    slots: Vec<Entry>,
-    free_slots: Vec<u32>,
+    runs: Vec<Run>,
+    free_runs: Vec<u32>,
     /// LRU end (evicted first) and MRU end of the idle list.
     head: u32,
     tail: u32,
     /// Blocks with refs = 0 (in the idle list, anonymous runs counted in full) / > 0.
     pub(crate) idle: u64,
     pub(crate) live: u64,
-    /// Slots found by the last [`PrefixTable::find_prefix`].
-    pub(crate) found: Vec<u32>,
+    /// Spans of blocks going idle together, kept between calls.
+    spans: Vec<(u64, u64)>,
+    /// Pieces found by the last [`PrefixTable::find_prefix`], and their blocks.
+    found: Vec<Found>,
+    pub(crate) found_blocks: u64,
     pub(crate) counts: PrefixCounts,
 }
 
@@ -174,22 +229,24 @@ impl PrefixTable {
         Some(c)
     }
 
-    /// The chain slot of `base`, made if absent.
+    /// The chain slot of `base`, made if absent (its arrays reused from a dropped chain).
     fn chain_or_new(&mut self, base: u64) -> u32 {
         if let Some(c) = self.chain(base) {
             return c;
         }
-        let chain = Chain {
-            base,
-            ..Chain::default()
-        };
         let c = match self.free_chains.pop() {
             Some(c) => {
-                self.chains[c as usize] = chain;
+                let ch = &mut self.chains[c as usize];
+                ch.base = base;
+                ch.j0 = 0;
+                ch.present = 0;
                 c
             }
             None => {
-                self.chains.push(chain);
+                self.chains.push(Chain {
+                    base,
+                    ..Chain::default()
+                });
                 (self.chains.len() - 1) as u32
             }
         };
@@ -198,112 +255,204 @@ impl PrefixTable {
         c
     }
 
-    /// The slot of block `key`, or NIL.
+    /// Looks `pieces` up in order, block by block, stopping at the first miss; the hits
+    /// go to [`PrefixTable::found_blocks`] (and are remembered for
+    /// [`PrefixTable::hold_found`]). Returns how many of the hits are idle (they take
+    /// room when held). Changes nothing else.
     #[inline]
-    fn slot(&mut self, key: Key) -> u32 {
-        match self.chain(key.0) {
-            Some(c) => self.chains[c as usize].get(key.1),
-            None => NIL,
-        }
-    }
-
-    /// Looks `keys` up in order into [`PrefixTable::found`], stopping at the first miss;
-    /// returns how many of the hits are idle (they take room when held). Changes nothing
-    /// else.
-    #[inline]
-    pub(crate) fn find_prefix(&mut self, keys: impl Iterator<Item = Key>) -> u64 {
+    pub(crate) fn find_prefix(&mut self, pieces: impl Iterator<Item = Piece>) -> u64 {
         self.found.clear();
+        self.found_blocks = 0;
         let mut idle = 0;
-        for k in keys {
-            let i = self.slot(k);
-            if i == NIL {
+        for (base, lo, hi) in pieces {
+            if lo >= hi {
+                continue;
+            }
+            let Some(c) = self.chain(base) else {
+                break;
+            };
+            let (first, refs) = self.chains[c as usize].window(lo, hi);
+            if first != lo {
                 break;
             }
-            idle += u64::from(self.slots[i as usize].refs == 0);
-            self.found.push(i);
+            let mut n = 0u64;
+            let mut n_idle = 0u64;
+            for &r in refs {
+                if r == ABSENT {
+                    break;
+                }
+                n += 1;
+                n_idle += u64::from(r == 0);
+            }
+            if n > 0 {
+                self.found.push(Found {
+                    chain: c,
+                    lo,
+                    hi: lo + n,
+                    idle: n_idle,
+                });
+                self.found_blocks += n;
+                idle += n_idle;
+            }
+            if lo + n < hi {
+                break;
+            }
         }
         idle
     }
 
-    /// Holds every slot of [`PrefixTable::found`]; returns how many were idle.
+    /// Holds every block [`PrefixTable::find_prefix`] found; returns how many were idle.
     pub(crate) fn hold_found(&mut self) -> u64 {
         let mut woke = 0;
         for n in 0..self.found.len() {
-            let i = self.found[n];
-            if self.slots[i as usize].refs == 0 {
-                self.unlink(i);
-                self.idle -= 1;
-                self.live += 1;
-                woke += 1;
+            let f = self.found[n];
+            let ch = &mut self.chains[f.chain as usize];
+            for r in &mut ch.refs[(f.lo - ch.j0) as usize..(f.hi - ch.j0) as usize] {
+                *r += 1;
             }
-            self.slots[i as usize].refs += 1;
+            if f.idle > 0 {
+                self.take_from_runs(f.chain, f.lo, f.hi);
+                woke += f.idle;
+            }
         }
+        self.idle -= woke;
+        self.live += woke;
         woke
     }
 
-    /// Whether `key` is in the table.
-    #[cfg(test)]
-    pub(crate) fn contains(&mut self, key: Key) -> bool {
-        self.slot(key) != NIL
+    /// Takes blocks `a..b` of chain `c` out of its idle runs (they are held now): a run
+    /// they cover goes, one they cut keeps its place, and one they split leaves its top
+    /// part in its place and its bottom part right after it.
+    fn take_from_runs(&mut self, c: u32, a: u64, b: u64) {
+        let mut k = 0;
+        while k < self.chains[c as usize].runs.len() {
+            let i = self.chains[c as usize].runs[k];
+            let Run { lo, hi, .. } = self.runs[i as usize];
+            if hi <= a || lo >= b {
+                k += 1;
+                continue;
+            }
+            if a <= lo && hi <= b {
+                self.unlink(i);
+                self.free_runs.push(i);
+                self.chains[c as usize].runs.swap_remove(k);
+                continue;
+            }
+            if a <= lo {
+                self.runs[i as usize].lo = b;
+            } else if hi <= b {
+                self.runs[i as usize].hi = a;
+            } else {
+                self.runs[i as usize].lo = b;
+                let n = self.alloc(c, lo, a);
+                self.insert_after(i, n);
+                self.chains[c as usize].runs.push(n);
+            }
+            k += 1;
+        }
     }
 
-    /// Adds `key` with `refs` holders, if absent; returns its slot, or NIL if present.
-    fn insert(&mut self, key: Key, refs: u32) -> u32 {
-        let c = self.chain_or_new(key.0);
-        if self.chains[c as usize].get(key.1) != NIL {
-            return NIL;
+    /// Adds the blocks of `pieces` as live blocks held once (a holder's own blocks, just
+    /// computed), in order, up to the first one already in the table; returns how many
+    /// were added.
+    pub(crate) fn insert_live(&mut self, pieces: impl Iterator<Item = Piece>) -> u64 {
+        let mut added = 0;
+        for (base, lo, hi) in pieces {
+            if lo >= hi {
+                continue;
+            }
+            let c = self.chain_or_new(base);
+            let ch = &mut self.chains[c as usize];
+            let mut n = 0;
+            for r in ch.cover(lo, hi) {
+                if *r != ABSENT {
+                    break;
+                }
+                *r = 1;
+                n += 1;
+            }
+            ch.present += n;
+            added += n;
+            if lo + n < hi {
+                break;
+            }
         }
-        let i = self.alloc(refs);
-        let e = &mut self.slots[i as usize];
-        e.chain = c;
-        e.j = key.1;
-        let ch = &mut self.chains[c as usize];
-        ch.set(key.1, i);
-        ch.present += 1;
-        i
-    }
-
-    /// Adds `key` as a live block held once (a holder's own block, just computed), if
-    /// absent; returns whether it was added.
-    pub(crate) fn insert_live(&mut self, key: Key) -> bool {
-        if self.insert(key, 1) == NIL {
-            return false;
-        }
-        self.live += 1;
+        self.live += added;
         self.note_peak();
-        true
+        added
     }
 
-    /// Adds `key` as an idle block at the most recently used end (a leaving holder's own
-    /// block), if absent.
-    pub(crate) fn insert_idle(&mut self, key: Key) {
-        let i = self.insert(key, 0);
-        if i != NIL {
-            self.push_mru(i);
-            self.idle += 1;
-            self.note_peak();
+    /// Adds the blocks of `piece` not in the table as idle blocks at the most recently
+    /// used end, its last block first (a leaving holder's own blocks).
+    pub(crate) fn insert_idle(&mut self, (base, lo, hi): Piece) {
+        if lo >= hi {
+            return;
         }
+        let c = self.chain_or_new(base);
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let refs = self.chains[c as usize].cover(lo, hi);
+        let n = spans_of(refs, lo, &mut spans, |r| {
+            if *r == ABSENT {
+                *r = 0;
+                true
+            } else {
+                false
+            }
+        });
+        self.chains[c as usize].present += n;
+        for &(a, b) in &spans {
+            self.push_mru_span(c, a, b);
+        }
+        self.spans = spans;
+        self.idle += n;
+        self.note_peak();
     }
 
-    /// Drops one hold on `key`'s block; the last one makes it idle (most recently used).
-    /// Returns whether it became idle.
-    pub(crate) fn unhold(&mut self, key: Key) -> bool {
-        let i = self.slot(key);
-        if i == NIL {
-            debug_assert!(false, "a held block is in the table");
-            return false;
+    /// Drops one hold on each block of `piece`, its last block first; those that lose
+    /// their last holder become idle (most recently used). Returns how many did.
+    pub(crate) fn unhold(&mut self, (base, lo, hi): Piece) -> u64 {
+        if lo >= hi {
+            return 0;
         }
-        let e = &mut self.slots[i as usize];
-        debug_assert!(e.refs > 0, "unhold of an idle block");
-        e.refs -= 1;
-        if e.refs == 0 {
-            self.live -= 1;
-            self.idle += 1;
-            self.push_mru(i);
-            true
-        } else {
-            false
+        let Some(c) = self.chain(base) else {
+            debug_assert!(false, "held blocks are in the table");
+            return 0;
+        };
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        let ch = &mut self.chains[c as usize];
+        let refs = &mut ch.refs[(lo - ch.j0) as usize..(hi - ch.j0) as usize];
+        let n = spans_of(refs, lo, &mut spans, |r| {
+            debug_assert!(*r != 0 && *r != ABSENT, "unhold of a block not held");
+            *r -= 1;
+            *r == 0
+        });
+        for &(a, b) in &spans {
+            self.push_mru_span(c, a, b);
         }
+        self.spans = spans;
+        self.live -= n;
+        self.idle += n;
+        n
+    }
+
+    /// Blocks `lo..hi` of chain `c` go idle at the most recently used end, the last one
+    /// first: they extend the last run if that run's bottom block is `hi` of the same
+    /// chain.
+    #[inline]
+    fn push_mru_span(&mut self, c: u32, lo: u64, hi: u64) {
+        let t = self.tail;
+        if t != NIL {
+            let run = &mut self.runs[t as usize];
+            if run.chain == c && run.lo == hi {
+                run.lo = lo;
+                return;
+            }
+        }
+        let i = self.alloc(c, lo, hi);
+        self.push_mru(i);
+        self.chains[c as usize].runs.push(i);
     }
 
     /// Adds `n` idle blocks no other request can find, as one run at the most recently
@@ -312,10 +461,10 @@ impl PrefixTable {
         if n == 0 {
             return;
         }
-        let i = self.alloc(0);
-        self.slots[i as usize].anon = n.min(u32::MAX as u64) as u32;
+        let n = n.min(u32::MAX as u64);
+        let i = self.alloc(NIL, 0, n);
         self.push_mru(i);
-        self.idle += n.min(u32::MAX as u64);
+        self.idle += n;
         self.note_peak();
     }
 
@@ -327,64 +476,65 @@ impl PrefixTable {
             if i == NIL {
                 break;
             }
-            let e = &mut self.slots[i as usize];
-            if e.anon as u64 > n - done {
-                e.anon -= (n - done) as u32;
-                done = n;
+            let Run { chain, lo, hi, .. } = self.runs[i as usize];
+            let k = (hi - lo).min(n - done);
+            done += k;
+            if chain != NIL {
+                let ch = &mut self.chains[chain as usize];
+                let j0 = ch.j0;
+                ch.refs[(hi - k - j0) as usize..(hi - j0) as usize].fill(ABSENT);
+                ch.present -= k;
+            }
+            if k < hi - lo {
+                self.runs[i as usize].hi = hi - k;
                 break;
             }
-            done += u64::from(e.anon.max(1));
-            let (c, j, anon) = (e.chain, e.j, e.anon);
             self.unlink(i);
-            if anon == 0 {
-                self.drop_key(c, j);
+            self.free_runs.push(i);
+            if chain != NIL {
+                let ch = &mut self.chains[chain as usize];
+                if let Some(at) = ch.runs.iter().position(|&r| r == i) {
+                    ch.runs.swap_remove(at);
+                }
+                if ch.present == 0 {
+                    self.drop_chain(chain);
+                }
             }
-            self.free_slots.push(i);
         }
         self.idle -= done;
         self.counts.evictions += done;
         done
     }
 
-    /// Removes block `j` from chain `c`, and the chain once empty.
-    fn drop_key(&mut self, c: u32, j: u64) {
+    /// Removes chain `c`, which has no blocks left; its arrays are kept for reuse.
+    fn drop_chain(&mut self, c: u32) {
         let ch = &mut self.chains[c as usize];
-        ch.set(j, NIL);
-        ch.present -= 1;
-        if ch.present == 0 {
-            let base = ch.base;
-            ch.slots = Vec::new();
-            self.chain_of.remove(&base);
-            self.free_chains.push(c);
-            if self.memo.is_some_and(|m| m.1 == c) {
-                self.memo = None;
-            }
+        debug_assert!(ch.present == 0 && ch.runs.is_empty());
+        ch.refs.clear();
+        let base = ch.base;
+        self.chain_of.remove(&base);
+        self.free_chains.push(c);
+        if self.memo.is_some_and(|m| m.1 == c) {
+            self.memo = None;
         }
     }
 
-    /// Evicts the least recently used idle block. Returns false if none is idle.
-    #[cfg(test)]
-    pub(crate) fn evict_lru(&mut self) -> bool {
-        self.evict(1) == 1
-    }
-
-    fn alloc(&mut self, refs: u32) -> u32 {
-        let e = Entry {
-            chain: NIL,
-            j: 0,
-            refs,
-            anon: 0,
+    fn alloc(&mut self, chain: u32, lo: u64, hi: u64) -> u32 {
+        let e = Run {
+            chain,
+            lo,
+            hi,
             prev: NIL,
             next: NIL,
         };
-        match self.free_slots.pop() {
+        match self.free_runs.pop() {
             Some(i) => {
-                self.slots[i as usize] = e;
+                self.runs[i as usize] = e;
                 i
             }
             None => {
-                self.slots.push(e);
-                (self.slots.len() - 1) as u32
+                self.runs.push(e);
+                (self.runs.len() - 1) as u32
             }
         }
     }
@@ -399,56 +549,94 @@ impl PrefixTable {
     fn push_mru(&mut self, i: u32) {
         let t = self.tail;
         {
-            let e = &mut self.slots[i as usize];
+            let e = &mut self.runs[i as usize];
             e.prev = t;
             e.next = NIL;
         }
         if t == NIL {
             self.head = i;
         } else {
-            self.slots[t as usize].next = i;
+            self.runs[t as usize].next = i;
         }
         self.tail = i;
     }
 
+    /// Links run `n` into the list right after run `i`.
+    fn insert_after(&mut self, i: u32, n: u32) {
+        let next = self.runs[i as usize].next;
+        {
+            let e = &mut self.runs[n as usize];
+            e.prev = i;
+            e.next = next;
+        }
+        self.runs[i as usize].next = n;
+        if next == NIL {
+            self.tail = n;
+        } else {
+            self.runs[next as usize].prev = n;
+        }
+    }
+
     fn unlink(&mut self, i: u32) {
-        let Entry { prev, next, .. } = self.slots[i as usize];
+        let Run { prev, next, .. } = self.runs[i as usize];
         if prev == NIL {
             self.head = next;
         } else {
-            self.slots[prev as usize].next = next;
+            self.runs[prev as usize].next = next;
         }
         if next == NIL {
             self.tail = prev;
         } else {
-            self.slots[next as usize].prev = prev;
+            self.runs[next as usize].prev = prev;
         }
-        let e = &mut self.slots[i as usize];
+        let e = &mut self.runs[i as usize];
         e.prev = NIL;
         e.next = NIL;
     }
 
-    /// The table's invariants, walked in full (tests and debug checks): the idle list
-    /// holds exactly the blocks no one holds, in a consistent chain, every keyed block is
-    /// where its chain says, and the counts agree. Returns what is wrong, if anything.
+    /// The table's invariants, walked in full (tests and debug checks): the idle runs
+    /// hold exactly the blocks no one holds, once each, in a consistent list, every
+    /// chain is where the map says, and the counts agree. Returns what is wrong, if
+    /// anything.
     pub(crate) fn check(&self) -> Result<(), String> {
         let (mut n, mut steps) = (0u64, 0u64);
+        let mut covered: HashMap<u32, Vec<bool>> = HashMap::new();
         let mut i = self.head;
         let mut prev = NIL;
         while i != NIL {
-            let e = &self.slots[i as usize];
-            if e.refs != 0 {
-                return Err(format!(
-                    "block {} of chain {} is both free (idle) and held",
-                    e.j, e.chain
-                ));
-            }
+            let e = &self.runs[i as usize];
             if e.prev != prev {
                 return Err("idle list broken".into());
             }
-            n += u64::from(e.anon.max(1));
+            if e.lo >= e.hi {
+                return Err("empty idle run".into());
+            }
+            if e.chain != NIL {
+                let ch = &self.chains[e.chain as usize];
+                if self.chain_of.get(&ch.base) != Some(&e.chain) || !ch.runs.contains(&i) {
+                    return Err("an idle run's chain does not list it".into());
+                }
+                let cov = covered
+                    .entry(e.chain)
+                    .or_insert_with(|| vec![false; ch.refs.len()]);
+                for j in e.lo..e.hi {
+                    let k = j.checked_sub(ch.j0).map(|k| k as usize);
+                    match k {
+                        Some(k) if k < ch.refs.len() && ch.refs[k] == 0 && !cov[k] => {
+                            cov[k] = true;
+                        }
+                        _ => {
+                            return Err(format!(
+                                "block {j} of chain {} is in an idle run but not idle, or twice",
+                                e.chain
+                            ))
+                        }
+                    }
+                }
+            }
+            n += e.hi - e.lo;
             steps += 1;
-            if steps > self.slots.len() as u64 {
+            if steps > self.runs.len() as u64 {
                 return Err("idle list has a cycle".into());
             }
             prev = i;
@@ -467,20 +655,27 @@ impl PrefixTable {
                 return Err("chain map broken".into());
             }
             let mut present = 0;
-            for (k, &i) in ch.slots.iter().enumerate() {
-                if i == NIL {
+            for (k, &r) in ch.refs.iter().enumerate() {
+                if r == ABSENT {
                     continue;
                 }
-                let e = &self.slots[i as usize];
-                if e.chain != c || e.j != ch.j0 + k as u64 || e.anon != 0 {
-                    return Err("a keyed block is not where its chain says".into());
+                if r == 0 && !covered.get(&c).is_some_and(|cov| cov[k]) {
+                    return Err(format!(
+                        "block {} of chain {c} is idle but in no idle run",
+                        ch.j0 + k as u64
+                    ));
                 }
                 present += 1;
                 keyed += 1;
-                live += u64::from(e.refs > 0);
+                live += u64::from(r > 0);
             }
             if present != ch.present || present == 0 {
                 return Err("chain count wrong".into());
+            }
+            for &i in &ch.runs {
+                if self.runs[i as usize].chain != c {
+                    return Err("a chain lists another chain's run".into());
+                }
             }
         }
         if live != self.live {
@@ -497,46 +692,74 @@ impl PrefixTable {
 mod tests {
     use super::*;
 
+    impl PrefixTable {
+        /// Whether block `j` of chain `base` is in the table.
+        fn contains(&mut self, base: u64, j: u64) -> bool {
+            self.chain(base).is_some_and(|c| {
+                let (first, refs) = self.chains[c as usize].window(j, j + 1);
+                first == j && refs.first().is_some_and(|&r| r != ABSENT)
+            })
+        }
+
+        /// The idle blocks in eviction order, an anonymous one as `None`.
+        fn lru_order(&self) -> Vec<Option<(u64, u64)>> {
+            let mut out = Vec::new();
+            let mut i = self.head;
+            while i != NIL {
+                let e = self.runs[i as usize];
+                for j in (e.lo..e.hi).rev() {
+                    out.push((e.chain != NIL).then(|| (self.chains[e.chain as usize].base, j)));
+                }
+                i = e.next;
+            }
+            out
+        }
+    }
+
+    fn one(base: u64, j: u64) -> Piece {
+        (base, j, j + 1)
+    }
+
     #[test]
     fn idle_blocks_go_least_recently_used_first() {
         let mut t = PrefixTable::new();
         for k in 1..=3 {
-            t.insert_idle((k, 0));
+            t.insert_idle(one(k, 0));
         }
         assert_eq!((t.idle, t.live), (3, 0));
         // Holding 1 takes it out of the idle list; releasing it makes it the most recent.
         assert_eq!(
-            t.find_prefix([1u64, 2, 9, 3].into_iter().map(|k| (k, 0))),
+            t.find_prefix([1u64, 2, 9, 3].into_iter().map(|k| one(k, 0))),
             2
         );
-        assert_eq!(t.found.len(), 2);
+        assert_eq!(t.found_blocks, 2);
         assert_eq!(t.hold_found(), 2);
         assert_eq!((t.idle, t.live), (1, 2));
         t.check().unwrap();
-        assert!(!t.unhold((1, 0)) || t.idle == 2);
-        assert!(t.unhold((2, 0)));
+        assert_eq!(t.unhold(one(1, 0)), 1);
+        assert_eq!(t.unhold(one(2, 0)), 1);
         // Order now: 3, 1, 2.
-        assert!(t.evict_lru());
-        assert!(!t.contains((3, 0)));
-        assert!(t.evict_lru());
-        assert!(!t.contains((1, 0)) && t.contains((2, 0)));
-        t.insert_live((7, 0));
-        assert!(t.evict_lru());
-        assert!(!t.evict_lru(), "7 is held");
+        assert_eq!(t.evict(1), 1);
+        assert!(!t.contains(3, 0));
+        assert_eq!(t.evict(1), 1);
+        assert!(!t.contains(1, 0) && t.contains(2, 0));
+        assert_eq!(t.insert_live(std::iter::once(one(7, 0))), 1);
+        assert_eq!(t.evict(1), 1);
+        assert_eq!(t.evict(1), 0, "7 is held");
         t.check().unwrap();
         assert_eq!(t.counts.evictions, 3);
         assert_eq!(t.counts.peak_cached_blocks, 3);
         // Anonymous runs: evicted block by block, in their LRU place.
         t.insert_anon(3);
-        t.insert_idle((8, 5));
-        t.insert_idle((8, 3));
+        t.insert_idle(one(8, 5));
+        t.insert_idle(one(8, 3));
         t.insert_anon(2);
         assert_eq!(t.idle, 7);
         assert_eq!(t.evict(2), 2);
         t.check().unwrap();
         assert_eq!(t.evict(2), 2);
         assert!(
-            !t.contains((8, 5)) && t.contains((8, 3)),
+            !t.contains(8, 5) && t.contains(8, 3),
             "the run of 3 went, then (8, 5)"
         );
         assert_eq!(t.evict(1), 1);
@@ -544,5 +767,204 @@ mod tests {
         assert_eq!(t.evict(5), 2, "only the last run is left");
         assert_eq!(t.idle, 0);
         t.check().unwrap();
+    }
+
+    #[test]
+    fn a_run_held_in_the_middle_splits_in_place() {
+        let mut t = PrefixTable::new();
+        t.insert_idle((1, 0, 10));
+        t.insert_idle(one(2, 0));
+        assert_eq!(t.find_prefix([(1, 0, 2), (1, 2, 6)].into_iter()), 6);
+        // Held: 0..6 (found); then blocks 2..6 given back, and 0..2 kept.
+        t.hold_found();
+        t.check().unwrap();
+        assert_eq!(t.unhold((1, 3, 6)), 3);
+        t.check().unwrap();
+        let order: Vec<_> = t.lru_order().into_iter().flatten().collect();
+        let want: Vec<(u64, u64)> = [9, 8, 7, 6]
+            .into_iter()
+            .map(|j| (1, j))
+            .chain([(2, 0), (1, 5), (1, 4), (1, 3)])
+            .collect();
+        assert_eq!(order, want);
+        // Holding 7 splits the first run: 9, 8 stay first, 6 comes right after.
+        assert_eq!(t.find_prefix([(1, 0, 3), (1, 3, 8)].into_iter()), 5);
+        assert_eq!(t.found_blocks, 8);
+        t.hold_found();
+        t.check().unwrap();
+        assert_eq!(
+            t.lru_order(),
+            vec![Some((1, 9)), Some((1, 8)), Some((2, 0))]
+        );
+    }
+
+    /// The same operations on a table of single blocks, one LRU entry per block.
+    #[derive(Default)]
+    struct Naive {
+        refs: std::collections::HashMap<(u64, u64), u32>,
+        lru: Vec<Option<(u64, u64)>>,
+    }
+
+    impl Naive {
+        fn blocks(pieces: &[Piece]) -> impl Iterator<Item = (u64, u64)> + '_ {
+            pieces
+                .iter()
+                .flat_map(|&(b, lo, hi)| (lo..hi).map(move |j| (b, j)))
+        }
+        fn find(&self, pieces: &[Piece]) -> Vec<(u64, u64)> {
+            Naive::blocks(pieces)
+                .take_while(|k| self.refs.contains_key(k))
+                .collect()
+        }
+        fn hold(&mut self, keys: &[(u64, u64)]) {
+            for k in keys {
+                let r = self.refs.get_mut(k).unwrap();
+                if *r == 0 {
+                    self.lru.retain(|x| *x != Some(*k));
+                }
+                *r += 1;
+            }
+        }
+        fn insert_live(&mut self, pieces: &[Piece]) -> Vec<(u64, u64)> {
+            let mut added = Vec::new();
+            for k in Naive::blocks(pieces) {
+                if self.refs.contains_key(&k) {
+                    break;
+                }
+                self.refs.insert(k, 1);
+                added.push(k);
+            }
+            added
+        }
+        fn insert_idle(&mut self, (b, lo, hi): Piece) {
+            for j in (lo..hi).rev() {
+                if let std::collections::hash_map::Entry::Vacant(e) = self.refs.entry((b, j)) {
+                    e.insert(0);
+                    self.lru.push(Some((b, j)));
+                }
+            }
+        }
+        fn unhold(&mut self, k: (u64, u64)) {
+            let r = self.refs.get_mut(&k).unwrap();
+            *r -= 1;
+            if *r == 0 {
+                self.lru.push(Some(k));
+            }
+        }
+        fn evict(&mut self, n: usize) {
+            let n = n.min(self.lru.len());
+            for k in self.lru.drain(..n).flatten() {
+                self.refs.remove(&k);
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Admit(Vec<(u64, u64)>),
+        Register(Vec<(u64, u64)>),
+        Leave(usize),
+        Idle(u64, u64, u64),
+        Anon(u64),
+        Evict(u64),
+    }
+
+    /// A request's pieces: chains in turn over consecutive block indices.
+    fn pieces(spec: &[(u64, u64)]) -> Vec<Piece> {
+        let mut j = 0;
+        spec.iter()
+            .map(|&(b, n)| {
+                j += n;
+                (b, j - n, j)
+            })
+            .collect()
+    }
+
+    /// Held blocks as pieces, in order: consecutive blocks of one chain as one.
+    fn as_pieces(keys: &[(u64, u64)]) -> Vec<Piece> {
+        let mut out: Vec<Piece> = Vec::new();
+        for &(b, j) in keys {
+            match out.last_mut() {
+                Some(last) if last.0 == b && last.2 == j => last.2 += 1,
+                _ => out.push(one(b, j)),
+            }
+        }
+        out
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn op() -> impl Strategy<Value = Op> {
+            let spec = proptest::collection::vec((0u64..4, 1u64..6), 1..4);
+            prop_oneof![
+                3 => spec.clone().prop_map(Op::Admit),
+                3 => spec.prop_map(Op::Register),
+                3 => (0usize..8).prop_map(Op::Leave),
+                2 => (0u64..4, 0u64..10, 1u64..6).prop_map(|(b, lo, n)| Op::Idle(b, lo, lo + n)),
+                1 => (1u64..4).prop_map(Op::Anon),
+                2 => (1u64..8).prop_map(Op::Evict),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn runs_keep_the_order_of_single_blocks(ops in proptest::collection::vec(op(), 1..80)) {
+                let mut t = PrefixTable::new();
+                let mut naive = Naive::default();
+                let mut holders: Vec<Vec<(u64, u64)>> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Admit(spec) => {
+                            let p = pieces(&spec);
+                            let keys = naive.find(&p);
+                            let idle = keys.iter().filter(|k| naive.refs[k] == 0).count() as u64;
+                            prop_assert_eq!(t.find_prefix(p.iter().copied()), idle);
+                            prop_assert_eq!(t.found_blocks, keys.len() as u64);
+                            prop_assert_eq!(t.hold_found(), idle);
+                            naive.hold(&keys);
+                            holders.push(keys);
+                        }
+                        Op::Register(spec) => {
+                            let p = pieces(&spec);
+                            let keys = naive.insert_live(&p);
+                            prop_assert_eq!(t.insert_live(p.iter().copied()), keys.len() as u64);
+                            holders.push(keys);
+                        }
+                        Op::Leave(i) => {
+                            if !holders.is_empty() {
+                                let keys = holders.swap_remove(i % holders.len());
+                                let p = as_pieces(&keys);
+                                for &piece in p.iter().rev() {
+                                    t.unhold(piece);
+                                }
+                                for &k in keys.iter().rev() {
+                                    naive.unhold(k);
+                                }
+                            }
+                        }
+                        Op::Idle(b, lo, hi) => {
+                            t.insert_idle((b, lo, hi));
+                            naive.insert_idle((b, lo, hi));
+                        }
+                        Op::Anon(n) => {
+                            t.insert_anon(n);
+                            naive.lru.extend(std::iter::repeat_n(None, n as usize));
+                        }
+                        Op::Evict(n) => {
+                            let want = n.min(naive.lru.len() as u64);
+                            prop_assert_eq!(t.evict(n), want);
+                            naive.evict(n as usize);
+                        }
+                    }
+                    prop_assert_eq!(t.check(), Ok(()));
+                    prop_assert_eq!(t.lru_order(), naive.lru.clone());
+                    let live = naive.refs.values().filter(|&&r| r > 0).count() as u64;
+                    prop_assert_eq!((t.idle, t.live), (naive.lru.len() as u64, live));
+                }
+            }
+        }
     }
 }

@@ -256,6 +256,39 @@ pub fn block_chain(
     }
 }
 
+/// The chain of block `j` ([`block_chain`]) and where its run ends: every block from `j`
+/// up to, not including, the returned end [block index] has the same chain, so a
+/// prefix cache can treat the run as one piece. The end is `u64::MAX` when the chain
+/// never changes again.
+#[inline]
+pub fn block_chain_run(
+    shared: Option<&SharedTokens>,
+    id: u64,
+    group: u16,
+    conv: u32,
+    j: u64,
+    bs: u64,
+) -> (u64, u64) {
+    let end = (j + 1) * bs;
+    match shared {
+        Some(SharedTokens::Blocks { blocks }) => {
+            let ids = blocks.of(id as usize);
+            let bt = blocks.block_tokens.max(1) as u64;
+            let m = (end - 1) / bt;
+            match ids.get(m as usize) {
+                // Blocks j' with (j' + 1)·bs ≤ (m + 1)·bt end within trace block m.
+                Some(&h) => (mix(h as u64) & !(3 << 62), (m + 1) * bt / bs),
+                None => (OWN | (id << 20), u64::MAX),
+            }
+        }
+        Some(s) if group > 0 && end <= s.system_tokens() as u64 => {
+            (GROUP | (group as u64) << 32, s.system_tokens() as u64 / bs)
+        }
+        _ if conv > 0 => (CONV | (conv as u64) << 24, u64::MAX),
+        _ => (OWN | (id << 20), u64::MAX),
+    }
+}
+
 /// How many leading full blocks of a request (labels as in [`block_key`]) can have a
 /// key another request shares: those within its trace block ids, within its group's
 /// system prompt, or all of a conversation's (`u64::MAX`). The blocks after them are the
@@ -437,6 +470,54 @@ mod tests {
         }
         assert_ne!(kt(0, 0), kt(0, 1));
         let _ = LengthDist::reference();
+    }
+
+    #[test]
+    fn a_chain_run_has_one_chain() {
+        let p = SharedTokens::Prefixes {
+            system: system(2, 1.0),
+        };
+        let c = SharedTokens::Conversations {
+            conversations: Conversations {
+                mean_turns: 4.0,
+                max_turns: 10,
+                think_s: 5.0,
+            },
+            system: Some(system(2, 1.0)),
+        };
+        let t = SharedTokens::Blocks {
+            blocks: BlockIds {
+                block_tokens: 40,
+                offsets: vec![0, 3, 6],
+                ids: vec![1, 2, 3, 1, 2, 9],
+                shared: Vec::new(),
+            },
+        };
+        for (s, id, group, conv) in [
+            (Some(&p), 0, 1, 0),
+            (Some(&p), 3, 0, 0),
+            (Some(&c), 1, 2, 5),
+            (Some(&c), 1, 0, 5),
+            (None, 4, 0, 0),
+            (Some(&t), 0, 0, 0),
+            (Some(&t), 1, 0, 0),
+            (Some(&t), 7, 0, 0),
+        ] {
+            for bs in [1, 7, 16, 40, 64] {
+                for j in 0..30 {
+                    let (chain, end) = block_chain_run(s, id, group, conv, j, bs);
+                    assert!(end > j);
+                    let at = |j| block_chain(s, id, group, conv, j, bs);
+                    assert_eq!(chain, at(j));
+                    for k in j..end.min(j + 40) {
+                        assert_eq!(at(k), chain, "{bs} {j} {k} {end}");
+                    }
+                    if end < j + 40 {
+                        assert_ne!(at(end), chain, "{bs} {j} {end}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
