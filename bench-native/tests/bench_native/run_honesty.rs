@@ -50,7 +50,9 @@ impl FakeServer {
 
 const MODELS: &str = r#"{"object":"list","data":[{"id":"fake","object":"model"}]}"#;
 
-fn serve(mut s: TcpStream, models: &[u8], reply: Reply, posts: &AtomicUsize) {
+/// Reads one HTTP request from `s`: its head and its body (`Content-Length` bytes).
+/// `None` if the connection ends first.
+pub(super) fn read_request(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let mut buf = Vec::new();
     let mut tmp = [0u8; 8192];
@@ -59,7 +61,7 @@ fn serve(mut s: TcpStream, models: &[u8], reply: Reply, posts: &AtomicUsize) {
             break p + 4;
         }
         match s.read(&mut tmp) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
     };
@@ -67,12 +69,18 @@ fn serve(mut s: TcpStream, models: &[u8], reply: Reply, posts: &AtomicUsize) {
     let len = crate::common::content_length(&head);
     while buf.len() < head_end + len {
         match s.read(&mut tmp) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
     }
-    let body: serde_json::Value =
-        serde_json::from_slice(&buf[head_end..head_end + len]).unwrap_or_default();
+    Some((head, buf[head_end..head_end + len].to_vec()))
+}
+
+fn serve(mut s: TcpStream, models: &[u8], reply: Reply, posts: &AtomicUsize) {
+    let Some((head, body)) = read_request(&mut s) else {
+        return;
+    };
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let out = if head.starts_with("GET /v1/models") {
         models.to_vec()
     } else if head.starts_with("POST /v1/completions") {

@@ -4,10 +4,10 @@
 //! server's answer to it, verbatim, then a new message; the workload's turns are those
 //! that `simulate --users` draws. Conversations without users are refused.
 
-use crate::run_honesty::{http, sse};
+use crate::run_honesty::{http, read_request, sse};
 use bench_native::run::{run_to_end, RunConfig, RunError, Users};
 use engine::workload::{ArrivalProcess, Conversations, LengthDist, SharedTokens, Workload};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,31 +37,14 @@ fn start(seen: Arc<Seen>) -> String {
 }
 
 fn serve(mut s: TcpStream, seen: &Seen) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 8192];
-    let head_end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-        match s.read(&mut tmp) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&tmp[..n]),
-        }
+    let Some((head, body)) = read_request(&mut s) else {
+        return;
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let len = crate::common::content_length(&head);
-    while buf.len() < head_end + len {
-        match s.read(&mut tmp) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&tmp[..n]),
-        }
-    }
     let out = if head.starts_with("GET /v1/models") {
         let models = r#"{"object":"list","data":[{"id":"fake","object":"model"}]}"#;
         http("200 OK", "application/json", models.as_bytes())
     } else if head.starts_with("POST /v1/completions") {
-        let body: serde_json::Value = serde_json::from_slice(&buf[head_end..]).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let now = seen.now.fetch_add(1, Ordering::SeqCst) + 1;
         seen.most.fetch_max(now, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(30));
