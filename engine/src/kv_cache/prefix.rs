@@ -798,6 +798,7 @@ mod tests {
         );
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// The same operations on a table of single blocks, one LRU entry per block.
     #[derive(Default)]
     struct Naive {
@@ -805,6 +806,7 @@ mod tests {
         lru: Vec<Option<(u64, u64)>>,
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     impl Naive {
         fn blocks(pieces: &[Piece]) -> impl Iterator<Item = (u64, u64)> + '_ {
             pieces
@@ -859,6 +861,7 @@ mod tests {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     #[derive(Clone, Debug)]
     enum Op {
         Admit(Vec<(u64, u64)>),
@@ -869,6 +872,7 @@ mod tests {
         Evict(u64),
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// A request's pieces: chains in turn over consecutive block indices.
     fn pieces(spec: &[(u64, u64)]) -> Vec<Piece> {
         let mut j = 0;
@@ -880,6 +884,7 @@ mod tests {
             .collect()
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Held blocks as pieces, in order: consecutive blocks of one chain as one.
     fn as_pieces(keys: &[(u64, u64)]) -> Vec<Piece> {
         let mut out: Vec<Piece> = Vec::new();
