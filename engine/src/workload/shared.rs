@@ -240,20 +240,7 @@ pub fn block_chain(
     j: u64,
     bs: u64,
 ) -> u64 {
-    let end = (j + 1) * bs;
-    match shared {
-        Some(SharedTokens::Blocks { blocks }) => {
-            let ids = blocks.of(id as usize);
-            let m = (end - 1) / blocks.block_tokens.max(1) as u64;
-            match ids.get(m as usize) {
-                Some(&h) => mix(h as u64) & !(3 << 62),
-                None => OWN | (id << 20),
-            }
-        }
-        Some(s) if group > 0 && end <= s.system_tokens() as u64 => GROUP | (group as u64) << 32,
-        _ if conv > 0 => CONV | (conv as u64) << 24,
-        _ => OWN | (id << 20),
-    }
+    block_chain_run(shared, id, group, conv, j, bs).0
 }
 
 /// The chain of block `j` ([`block_chain`]) and where its run ends: every block from `j`
