@@ -98,8 +98,8 @@ impl Driver<'_> {
                         ready.clear(); // the workload has no more requests
                         continue;
                     };
-                    let turns = self.turns(ep, &mut chats[u], &r).await;
-                    let turns: Vec<&str> = turns.iter().map(String::as_str).collect();
+                    self.extend(ep, &mut chats[u], &r).await;
+                    let turns: Vec<&str> = chats[u].turns.iter().map(String::as_str).collect();
                     let req = ep.prepare(&ep.conversation_body(&turns, r.output)).keeping_text();
                     let done = done_tx.clone();
                     let ctx = ctx.clone();
@@ -115,11 +115,11 @@ impl Driver<'_> {
         sent
     }
 
-    /// The turns to send for `r` from `chat` (which they then extend): the conversation
-    /// so far and `r`'s new message, or `r`'s own prompt if it begins a conversation (or
-    /// goes on one whose history is gone). Lengths are sized with the server's tokenizer
-    /// where it has one.
-    async fn turns(&mut self, ep: &Endpoint, chat: &mut Chat, r: &Request) -> Vec<String> {
+    /// Extends `chat` with `r`'s new message, so that its turns are what to send: the
+    /// conversation so far and the new message, or `r`'s own prompt alone if it begins a
+    /// conversation (or goes on one whose history is gone). Lengths are sized with the
+    /// server's tokenizer where it has one.
+    async fn extend(&mut self, ep: &Endpoint, chat: &mut Chat, r: &Request) {
         let goes_on = r.conv != 0 && chat.conv == r.conv && (r.prompt as u64) > chat.tokens;
         if goes_on {
             let new = (r.prompt as u64 - chat.tokens) as u32;
@@ -127,22 +127,18 @@ impl Driver<'_> {
                 let len = self.prompts.message_len(new);
                 self.prompts.calibrate(ep, [len]).await;
             }
-            let mut turns = chat.turns.clone();
-            turns.push(self.prompts.message(r.id, new));
-            chat.turns.push(turns.last().expect("just pushed").clone());
-            return turns;
+            chat.turns.push(self.prompts.message(r.id, new));
+            return;
         }
         if self.tokenize {
             let lens = self.prompts.lengths_of(r);
             self.prompts.calibrate(ep, lens).await;
         }
-        let text = self.prompts.request_prompt(r);
         *chat = Chat {
             conv: r.conv,
             tokens: 0,
-            turns: vec![text.clone()],
+            turns: vec![self.prompts.request_prompt(r)],
         };
-        vec![text]
     }
 }
 
