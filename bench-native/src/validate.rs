@@ -286,7 +286,8 @@ pub(crate) fn fleet_spec(args: &ValidateArgs) -> anyhow::Result<(u32, RouterKind
     Ok((args.replicas, router))
 }
 
-pub(crate) fn fmt_rate(r: f64) -> String {
+/// A rate as file names and reports print it: up to 3 decimals, trailing zeros dropped.
+pub fn fmt_rate(r: f64) -> String {
     let s = format!("{r:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -12,7 +12,10 @@
 //! is ≤ 15 % + twice the measurement's own noise (the second round against the first,
 //! same cells; see [`bound`]), the report giving the error against the 15 % target; and
 //! where the simulator predicts the policies' mean TTFT to differ (by ≥ 2 %) and the
-//! measured difference exceeds twice its round-to-round noise, the signs agree.
+//! measured difference exceeds twice its round-to-round noise, the signs agree. The
+//! policies are compared on runs interleaved in time (round-robin, least_conn,
+//! round-robin, least_conn on the same trace, both balancers up at once), so a change in
+//! the machine's speed between the two validations does not pass for a policy's effect.
 //!
 //! Everything runs on loopback ports picked here, and every process is stopped by its PID
 //! when its guard drops, on failure too. `KVQUEUE_FLEET_OUT=DIR` keeps the reports there
@@ -21,8 +24,11 @@
 use crate::common::{free_port, repo_root};
 use crate::live::{http_status, Server};
 use bench_native::cli::{Cli, Command as Sub};
-use bench_native::validate::{self, ValidateReport, FLEET_METRICS};
+use bench_native::run::{run_load, RunConfig};
+use bench_native::validate::{self, fmt_rate, ValidateReport, FLEET_METRICS};
 use clap::Parser;
+use engine::workload::{ArrivalProcess, LengthDist, TraceRequest, Workload};
+use indicatif::ProgressBar;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -232,6 +238,62 @@ fn replay_as(dir: &Path, router: &str, out: &Path) -> (String, ValidateReport) {
     )
 }
 
+/// Mean TTFT [s] of `rr_dir`'s trace at `rate` run through each balancer in turn,
+/// `rounds` times (round-robin, least_conn, round-robin, …): per balancer, one value per
+/// round. Interleaved, the two policies see the same machine speed.
+fn interleaved_mean_ttft(
+    balancers: [&Balancer; 2],
+    rr_dir: &Path,
+    rate: f64,
+    rounds: usize,
+    out: &Path,
+) -> [Vec<f64>; 2] {
+    let file = rr_dir
+        .join("sim")
+        .join(format!("trace-{}.json", fmt_rate(rate)));
+    let trace: Vec<TraceRequest> =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let rt = bench_native::run::runtime().unwrap();
+    let mut ttft = [Vec::new(), Vec::new()];
+    for round in 1..=rounds {
+        for (k, lb) in balancers.iter().enumerate() {
+            let dir = out.join(format!(
+                "{}-rate-{}-round-{round}",
+                ["round_robin", "least_conn"][k],
+                fmt_rate(rate)
+            ));
+            let mut rc = RunConfig::new(&lb.url(), dir);
+            rc.workload = Workload {
+                arrivals: ArrivalProcess::Trace {
+                    requests: trace.clone(),
+                },
+                lengths: LengthDist::Fixed {
+                    prompt: 1,
+                    output: 1,
+                },
+                max_model_len: None,
+                shared: None,
+            };
+            rc.horizon_s = 1e6;
+            rc.timeout = Duration::from_secs(300);
+            let rep = rt
+                .block_on(run_load(
+                    &rc,
+                    &ProgressBar::hidden(),
+                    std::future::pending(),
+                ))
+                .unwrap();
+            assert_eq!(
+                rep.summary.completed,
+                trace.len() as u64,
+                "paired run {rate}"
+            );
+            ttft[k].push(FLEET_METRICS[0].1(&rep.summary).unwrap());
+        }
+    }
+    ttft
+}
+
 /// The machine's 1-minute load average (other work on the two cores shows here).
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -260,6 +322,7 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     let (out, keep) = out_dir();
     let _ = std::fs::remove_dir_all(out.join("round_robin"));
     let _ = std::fs::remove_dir_all(out.join("least_outstanding"));
+    let _ = std::fs::remove_dir_all(out.join("interleaved"));
     let scratch = std::env::temp_dir().join(format!("kvqueue-fleet-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
@@ -276,31 +339,40 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
         assert_eq!(http_status(h.port, "/v1/models"), Some(200));
     }
 
+    // Both balancers up at once: the validations one after the other, then the two
+    // policies interleaved on the same traces.
+    let lb_rr = nginx(&scratch.join("nginx-rr"), &ports, false);
+    let lb_lc = nginx(&scratch.join("nginx-lc"), &ports, true);
     // round-robin first, at --load fractions of the fitted fleet's saturation ...
     let rr_dir = out.join("round_robin");
-    let (rr_cmd, rr) = {
-        let lb = nginx(&scratch.join("nginx-rr"), &ports, false);
-        validate_fleet(
-            &a.url(),
-            &lb.url(),
-            "round_robin",
-            "--load=0.4,0.6,0.8,1.0",
-            &rr_dir,
-        )
-    };
+    let (rr_cmd, rr) = validate_fleet(
+        &a.url(),
+        &lb_rr.url(),
+        "round_robin",
+        "--load=0.4,0.6,0.8,1.0",
+        &rr_dir,
+    );
     // ... then least_conn at the same rates, so both see the same traces
     let rates: Vec<String> = rr.rates.iter().map(|r| format!("{:?}", r.rate)).collect();
     let lc_dir = out.join("least_outstanding");
-    let (lc_cmd, lc) = {
-        let lb = nginx(&scratch.join("nginx-lc"), &ports, true);
-        validate_fleet(
-            &a.url(),
-            &lb.url(),
-            "least_outstanding",
-            &format!("--rates={}", rates.join(",")),
-            &lc_dir,
-        )
-    };
+    let (lc_cmd, lc) = validate_fleet(
+        &a.url(),
+        &lb_lc.url(),
+        "least_outstanding",
+        &format!("--rates={}", rates.join(",")),
+        &lc_dir,
+    );
+    // the policies against each other, interleaved, at the two highest rates (where the
+    // simulator predicts them to differ most)
+    let paired_dir = out.join("interleaved");
+    let paired: Vec<(f64, [Vec<f64>; 2])> = rr.rates[rr.rates.len() - 2..]
+        .iter()
+        .map(|r| {
+            let m = interleaved_mean_ttft([&lb_rr, &lb_lc], &rr_dir, r.rate, 2, &paired_dir);
+            (r.rate, m)
+        })
+        .collect();
+    drop((lb_rr, lb_lc));
     drop((a, b));
     let elapsed = t0.elapsed().as_secs_f64();
     let load_after = loadavg();
@@ -363,27 +435,23 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
         md,
         "\nMean TTFT [ms], round-robin → least_conn: predicted (both from the round-robin \
          run's fit and traces, `validate --replay round_robin --router least_outstanding`), \
-         and measured per round; the change is least_conn's over round-robin's (measured: \
-         mean of the rounds).\n"
+         and measured in the two validations (minutes apart, each in two rounds). The change \
+         is least_conn's over round-robin's (measured: mean of the rounds).\n"
     );
     let _ = writeln!(
         md,
-        "| rate [req/s] | predicted | measured (round 1 / 2) | predicted change | measured change | round-to-round noise |"
+        "| rate [req/s] | predicted | measured in the validations (round 1 / 2) | predicted change | measured change |"
     );
-    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
     let (vr, vl, vp) = (values(&rr, 0), values(&lc, 0), values(&rr_as_lc, 0));
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let mut direction = Vec::new();
+    let mut predicted_change = Vec::new();
     for (i, r) in rr.rates.iter().enumerate() {
         let ((pr, mr), (_, ml), (pl, _)) = (&vr[i], &vl[i], &vp[i]);
         let (dp, dm) = (pl / pr - 1.0, mean(ml) / mean(mr) - 1.0);
-        // how far one policy's rounds move from each other, relative, the larger of two
-        let noise = ((mr[1] - mr[0]) / mr[0])
-            .abs()
-            .max(((ml[1] - ml[0]) / ml[0]).abs());
         let _ = writeln!(
             md,
-            "| {} | {:.0} → {:.0} | {:.0} / {:.0} → {:.0} / {:.0} | {:+.1} % | {:+.1} % | {:.1} % |",
+            "| {} | {:.0} → {:.0} | {:.0} / {:.0} → {:.0} / {:.0} | {:+.1} % | {:+.1} % |",
             r.rate,
             pr * 1e3,
             pl * 1e3,
@@ -393,9 +461,45 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
             ml[1] * 1e3,
             dp * 100.0,
             dm * 100.0,
+        );
+        predicted_change.push((r.rate, dp));
+    }
+    let _ = writeln!(
+        md,
+        "\nInterleaved (`interleaved/`): the same trace through round-robin, least_conn, \
+         round-robin, least_conn, one run after the other with both balancers up, so the \
+         policies share the machine's speed. The noise is the larger of the two policies' \
+         round-to-round changes.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| rate [req/s] | measured (round 1 / 2) | predicted change | measured change | round-to-round noise |"
+    );
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
+    let mut direction = Vec::new();
+    for (rate, [mr, ml]) in &paired {
+        let dp = predicted_change
+            .iter()
+            .find(|(r, _)| r == rate)
+            .map(|&(_, d)| d)
+            .unwrap();
+        let dm = mean(ml) / mean(mr) - 1.0;
+        // how far one policy's rounds move from each other, relative, the larger of two
+        let noise = ((mr[1] - mr[0]) / mr[0])
+            .abs()
+            .max(((ml[1] - ml[0]) / ml[0]).abs());
+        let _ = writeln!(
+            md,
+            "| {rate} | {:.0} / {:.0} → {:.0} / {:.0} | {:+.1} % | {:+.1} % | {:.1} % |",
+            mr[0] * 1e3,
+            mr[1] * 1e3,
+            ml[0] * 1e3,
+            ml[1] * 1e3,
+            dp * 100.0,
+            dm * 100.0,
             noise * 100.0
         );
-        direction.push((r.rate, dp, dm, noise));
+        direction.push((*rate, dp, dm, noise));
     }
     // The sign is compared where the simulator predicts a difference (≥ 2 %) and the
     // measured one is beyond twice the round-to-round noise (as the error bound).
@@ -407,8 +511,8 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     let _ = writeln!(
         md,
         "\nRates where the simulator predicts a change of 2 % or more and the measured change \
-         exceeds twice the round-to-round noise: {} of {}; the simulator predicts its sign at \
-         {agree} of them.\n",
+         exceeds twice the round-to-round noise, interleaved: {} of {}; the simulator predicts \
+         its sign at {agree} of them.\n",
         beyond.len(),
         direction.len()
     );
@@ -416,7 +520,7 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
         md,
         "Commands (replica and balancer ports picked by the test):\n\n```text\n{rr_cmd}\n{lc_cmd}\n```\n\n\
          Per policy, `validate.md` in `round_robin/` and `least_outstanding/` has every cell and \
-         round; the runs' files are there too."
+         round; the runs' files are there too, and the interleaved runs' in `interleaved/`."
     );
     std::fs::write(out.join("fleet.md"), &md).unwrap();
     eprintln!("{md}");
