@@ -164,6 +164,8 @@ fn microbench_server(rt: &tokio::runtime::Runtime) -> MicrobenchResult {
         layouts: vec![],
         long_prompt: None,
         decode_rounds: 1,
+        cached_prefixes: vec![],
+        cached_chunk: 32,
     };
     let mut mb = retry(rt, &cfg);
     let long = MicrobenchConfig {

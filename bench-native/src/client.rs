@@ -191,6 +191,12 @@ pub fn describe(e: &reqwest::Error) -> String {
 }
 
 impl Endpoint {
+    /// The same endpoint sending `cache_prompt: on` to llama.cpp (its slot cache).
+    pub fn with_cache_prompt(mut self, on: bool) -> Endpoint {
+        self.cache_prompt = on;
+        self
+    }
+
     /// This endpoint with a client that opens a new connection for every request.
     ///
     /// A server may close a kept-alive connection just as the client reuses it (the

@@ -341,6 +341,27 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             })
             .collect()
     };
+    // The cached-prefix probe's prompts are iterations of new tokens after a cached
+    // context and no decodes: mixed rows with 0 streams (so no βmix), each counting like
+    // one point, timed as the prefill points are (without the front end, over the whole
+    // prompt).
+    let mut mixed = mixed;
+    mixed.extend(mb.cached.iter().filter_map(|c| {
+        let prompt = f64::from(c.prefix_tokens + c.new_tokens);
+        let y = if server_prefill {
+            c.server_prompt_s.unwrap_or(c.latency_s)
+        } else {
+            c.latency_s - overhead_s - overhead_per_token_s * prompt
+        };
+        (y.is_finite() && y > 0.0).then_some((
+            0.0,
+            c.new_tokens,
+            u64::from(c.prefix_tokens),
+            f64::from(c.prefix_tokens),
+            y,
+            1.0,
+        ))
+    }));
     let with_attn = mixed.iter().filter(|m| pairs(m.2, m.1) > 0.0).count() >= 2;
     let mut rows: Vec<([f64; COLS], f64, f64)> = Vec::new();
     // A lone prompt under a budget is a run of chunk iterations: its latency is the sum
@@ -374,9 +395,14 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     }
     rows.extend(mixed.iter().map(|&(n, c, p, ctx, y, w)| {
         let ctx = if with_context { ctx } else { 0.0 };
-        ([1.0, c as f64, n, ctx, pairs(p, c), c as f64], y, w / y)
+        let beside_decodes = if n > 0.0 { c as f64 } else { 0.0 };
+        (
+            [1.0, c as f64, n, ctx, pairs(p, c), beside_decodes],
+            y,
+            w / y,
+        )
     }));
-    let with_mixed = mixed.len() >= 2;
+    let with_mixed = mixed.iter().filter(|m| m.0 > 0.0).count() >= 2;
     let k = 3 + with_context as usize + with_attn as usize + with_mixed as usize;
     if rows.len() < k {
         return Err(FitError::TooFew(format!(
@@ -433,12 +459,7 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
             max_context_tokens: 0,
         });
         sq += ((m - y) / y).powi(2);
-        residuals.push((
-            format!("mixed_{n}_streams_{c}_chunk_at_prefix"),
-            p as f64,
-            y,
-            m,
-        ));
+        residuals.push((residual_name(n, c), p as f64, y, m));
     }
     let (ubatch, ubatch_rel_rms, ubatch_residuals) = fit_ubatch(
         mb,
@@ -468,6 +489,16 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
 
 /// (kind, x, measured [s], model [s]).
 type Residual = (String, f64, f64, f64);
+
+/// The kind of a mixed row's residual (x = its prefix): a mixed iteration, or a prompt
+/// after a cached prefix (no streams).
+fn residual_name(streams: f64, chunk: u32) -> String {
+    if streams > 0.0 {
+        format!("mixed_{streams}_streams_{chunk}_chunk_at_prefix")
+    } else {
+        format!("cached_{chunk}_new_tokens_at_prefix")
+    }
+}
 
 /// Mixed-probe rows as `fit` prepares them: (streams, chunk, prefix, context over the
 /// iteration's sequences, step [s], weight).
@@ -597,13 +628,13 @@ fn fit_ubatch(
                 let base = base_model.iteration(&shape(n, c, ctx, 0));
                 let mut x = [0.0; COLS];
                 x[4] = pairs(p, c);
-                x[5] = c as f64;
+                x[5] = if n > 0.0 { c as f64 } else { 0.0 };
                 (x, y - base, w / y)
             })
             .collect();
         let mut free = [false; COLS];
         free[4] = with_attn;
-        free[5] = true;
+        free[5] = mixed.iter().any(|m| m.0 > 0.0);
         if let Some(b) = nonneg_fit(&rows, free) {
             model.beta_attn = b[4];
             model.beta_mixed = b[5];
@@ -638,12 +669,7 @@ fn fit_ubatch(
     }
     for &(n, c, p, ctx, y, _) in mixed {
         let m = cost.iteration(&shape(n, c, ctx, cost.prefill_attn(p, c)));
-        residuals.push((
-            format!("mixed_{n}_streams_{c}_chunk_at_prefix"),
-            p as f64,
-            y,
-            m,
-        ));
+        residuals.push((residual_name(n, c), p as f64, y, m));
     }
     let rms = (residuals
         .iter()
@@ -788,6 +814,7 @@ mod tests {
             prefill: [32, 128, 512].map(pre).to_vec(),
             decode: [1, 2, 4, 8].map(dec).to_vec(),
             mixed: vec![],
+            cached: vec![],
             budget: None,
             metadata: serde_json::Value::Null,
         }
@@ -968,6 +995,75 @@ mod tests {
             panic!()
         };
         assert_eq!((l.beta_attn, l.attn_tile, l.beta_mixed), (0.0, 0, 0.0));
+    }
+
+    /// A known model with βattn generates lone prompts in one iteration (`-b 2048`, so no
+    /// chunk is below the tile: no pairs charged), one decode curve, and the cached-prefix
+    /// probe (32 new tokens after 128…896 cached ones): the probe alone identifies βattn,
+    /// in the linear and the micro-batch model, and leaves βmix at 0 (no decodes).
+    #[test]
+    fn cached_prefix_probe_identifies_attention_over_the_cache() {
+        use crate::microbench::CachedPoint;
+        let truth = LinearCost {
+            beta0: 0.003,
+            beta_prefill: 7e-4,
+            beta_decode: 2e-3,
+            beta_attn: 1.6e-6,
+            attn_tile: LLAMA_CPP_ATTN_TILE,
+            ..LinearCost::default()
+        };
+        let model = CostModel::Linear(truth);
+        let lone = |c: u32, p: u64| {
+            model.iteration(&BatchShape {
+                running: 1,
+                prefill_tokens: c as u64,
+                prefill_seqs: 1,
+                context_tokens: 0,
+                prefill_attn: model.prefill_attn(p, c),
+                ..BatchShape::default()
+            })
+        };
+        let mut m = mb();
+        m.budget = Some(2048);
+        m.metadata = json!({"server_kind": "llama_cpp"});
+        for p in &mut m.prefill {
+            p.latency_s = lone(p.prompt_tokens, 0);
+        }
+        for d in &mut m.decode {
+            d.step_s = truth.beta0 + truth.beta_decode * d.streams as f64;
+        }
+        m.cached = [128, 256, 512, 896]
+            .map(|p| CachedPoint {
+                prefix_tokens: p,
+                new_tokens: 32,
+                latency_s: lone(32, p as u64),
+                server_prompt_s: None,
+            })
+            .to_vec();
+        let f = fit(&m, false).unwrap();
+        let CostModel::Linear(l) = f.linear else {
+            panic!()
+        };
+        assert!(f.linear_rel_rms < 1e-9, "{l:?}");
+        assert!((l.beta_attn - truth.beta_attn).abs() < 1e-12, "{l:?}");
+        assert_eq!((l.attn_tile, l.beta_mixed), (LLAMA_CPP_ATTN_TILE, 0.0));
+        let CostModel::Ubatch(u) = &f.ubatch else {
+            panic!()
+        };
+        // within 5 %: its prompt table at 32 tokens already holds those tokens' own pairs
+        assert!((u.beta_attn / truth.beta_attn - 1.0).abs() < 0.05, "{u:?}");
+        assert_eq!(u.beta_mixed, 0.0);
+        // the probe's residuals are named as such
+        assert!(f
+            .ubatch_residuals
+            .iter()
+            .any(|r| r.0 == "cached_32_new_tokens_at_prefix" && r.1 == 896.0));
+        // without it, the cost of attending to a cached context is not seen
+        m.cached.clear();
+        let CostModel::Linear(l) = fit(&m, false).unwrap().linear else {
+            panic!()
+        };
+        assert_eq!(l.beta_attn, 0.0);
     }
 
     /// A known micro-batch model (decodes dearer than prompts of as many tokens) plus a

@@ -51,7 +51,10 @@ Examples:
   # llama-server -np 4: decodes pinned to slots 0..n-1, two split layouts, a long-context
   # curve, every decode point measured in 2 interleaved rounds
   bench-native microbench --streams 1,2,3,4 --pin-slots --layouts 0+2,0+1+3 \
-      --long-prompt 256 --decode-rounds 2 --out mb.json";
+      --long-prompt 256 --decode-rounds 2 --out mb.json
+
+  # with llama-server's slot cache: 32 new tokens after 256, 512 and 1024 cached ones
+  bench-native microbench --cached-prefixes 256,512,1024 --cached-chunk 32 --out mb.json";
 
 /// Arguments of `microbench`.
 #[derive(Debug, clap::Args)]
@@ -96,6 +99,15 @@ pub struct MicrobenchArgs {
     /// Prompt of a second decode curve (longer context per stream) [tokens].
     #[arg(long)]
     pub long_prompt: Option<u32>,
+    /// Prefixes of the cached-prefix probe [tokens]: each prompt is sent once to fill a
+    /// slot, then again with `--cached-chunk` new tokens after it, with the server's
+    /// prefix cache on (llama.cpp `cache_prompt`); the second prompt's time is the cost of
+    /// new tokens attending to a cached context. None: no probe.
+    #[arg(long, value_delimiter = ',')]
+    pub cached_prefixes: Vec<u32>,
+    /// New tokens after each cached prefix [tokens].
+    #[arg(long, default_value_t = 32)]
+    pub cached_chunk: u32,
     /// Rounds of the decode curve (interleaved; gaps pooled).
     #[arg(long, default_value_t = 1)]
     pub decode_rounds: usize,
@@ -130,6 +142,10 @@ pub struct MicrobenchConfig {
     pub long_prompt: Option<u32>,
     /// Rounds of the decode curve, interleaved.
     pub decode_rounds: usize,
+    /// Prefixes of the cached-prefix probe [tokens] (empty: no probe).
+    pub cached_prefixes: Vec<u32>,
+    /// New tokens after each cached prefix [tokens].
+    pub cached_chunk: u32,
 }
 
 /// One prefill point.
@@ -246,6 +262,19 @@ pub struct MixedPoint {
     pub gaps: usize,
 }
 
+/// One prompt of new tokens after a prefix the server found in its cache.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CachedPoint {
+    /// Prompt tokens the server reported cached (median of the repeats) [tokens].
+    pub prefix_tokens: u32,
+    /// Prompt tokens it prefilled: the prompt's length less the cached ones [tokens].
+    pub new_tokens: u32,
+    /// Median client TTFT of the repeats [s].
+    pub latency_s: f64,
+    /// Median of the server's own prompt time, if it reports one [s].
+    pub server_prompt_s: Option<f64>,
+}
+
 /// The microbenchmark's result file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MicrobenchResult {
@@ -254,6 +283,9 @@ pub struct MicrobenchResult {
     /// Mixed iterations (absent in files written before the probe existed).
     #[serde(default)]
     pub mixed: Vec<MixedPoint>,
+    /// Prompts after a cached prefix (absent: no cached-prefix probe).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cached: Vec<CachedPoint>,
     /// The server's per-iteration token budget, if given: a prefill point's prompt was
     /// processed in chunks of this many tokens (absent: in one iteration).
     #[serde(default)]
@@ -291,6 +323,9 @@ pub async fn microbench(
         if !cfg.mixed_streams.is_empty() {
             lens.push(cfg.mixed_prompt);
         }
+        for &p in &cfg.cached_prefixes {
+            lens.extend([p, p + cfg.cached_chunk]);
+        }
         prompts.calibrate(&ep, lens).await;
     }
     let metadata = crate::run::server_metadata(&ep).await;
@@ -299,7 +334,8 @@ pub async fn microbench(
             + (cfg.streams.len() + cfg.layouts.len())
                 * (1 + cfg.long_prompt.is_some() as usize)
                 * cfg.decode_rounds.max(1)
-            + cfg.mixed_streams.len() * cfg.repeats) as u64,
+            + cfg.mixed_streams.len() * cfg.repeats
+            + cfg.cached_prefixes.len() * cfg.repeats) as u64,
     );
     let t0 = Instant::now();
     // warm-up
@@ -434,10 +470,12 @@ pub async fn microbench(
             }
         }
     }
+    let cached = cached_probe(cfg, &ep, &prompts, &mut id, t0, pb).await?;
     pb.finish_and_clear();
     Ok(MicrobenchResult {
         prefill,
         decode,
+        cached,
         mixed,
         budget: cfg.budget,
         metadata,
@@ -446,6 +484,83 @@ pub async fn microbench(
 
 /// One decode measurement: `n` streams (in `slots`, if given) of a `prompt`-token prompt
 /// started together; the gaps between consecutive chunks while all of them decode [s].
+/// The cached-prefix probe: per prefix, `repeats` times, a prompt of the prefix (to fill
+/// a slot) and then the same prompt with `cached_chunk` new tokens, with the prefix cache
+/// on; the second one's TTFT, the server's prompt time and its cached count.
+async fn cached_probe(
+    cfg: &MicrobenchConfig,
+    ep: &Endpoint,
+    prompts: &PromptBuilder,
+    id: &mut u64,
+    t0: Instant,
+    pb: &ProgressBar,
+) -> Result<Vec<CachedPoint>, RunError> {
+    if cfg.cached_prefixes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ep = ep.clone().with_cache_prompt(true);
+    let mut points = Vec::new();
+    for &prefix in &cfg.cached_prefixes {
+        let (mut ttft, mut server, mut cached, mut prompt) =
+            (Vec::new(), Vec::new(), Vec::new(), 0);
+        for _ in 0..cfg.repeats.max(1) {
+            *id += 1;
+            let fill = ep
+                .stream(t0, &ep.body(&prompts.prompt(*id, prefix), 1), cfg.timeout)
+                .await;
+            if let Some(e) = fill.error {
+                return Err(RunError::Invalid(format!(
+                    "cached-prefix probe, prefix of {prefix} tokens: {e}"
+                )));
+            }
+            let body = ep.body(&prompts.prompt(*id, prefix + cfg.cached_chunk), 1);
+            let res = ep.stream(t0, &body, cfg.timeout).await;
+            let what = format!(
+                "cached-prefix probe, {} tokens after {prefix}",
+                cfg.cached_chunk
+            );
+            if let Some(e) = res.error {
+                return Err(RunError::Invalid(format!("{what}: {e}")));
+            }
+            let first =
+                res.token_chunk_s.first().copied().ok_or_else(|| {
+                    RunError::Invalid(format!("{what}: the server sent no token"))
+                })?;
+            let hit = res.cached_tokens.ok_or_else(|| {
+                RunError::Invalid(format!(
+                    "{what}: the server reports no cached tokens (llama.cpp's timings.cache_n, \
+                     usage.prompt_tokens_details.cached_tokens)"
+                ))
+            })?;
+            if u64::from(hit) * 2 < u64::from(prefix) {
+                return Err(RunError::Invalid(format!(
+                    "{what}: the server reused {hit} tokens of the {prefix}-token prefix; is its \
+                     prefix cache on?"
+                )));
+            }
+            ttft.push(first - res.sent_s);
+            server.extend(
+                res.timings
+                    .map(|t| t.prompt_ms / 1e3)
+                    .filter(|x| x.is_finite()),
+            );
+            cached.push(f64::from(hit));
+            prompt = res
+                .usage
+                .map_or(prefix + cfg.cached_chunk, |u| u.prompt_tokens);
+            pb.inc(1);
+        }
+        let hit = median(&cached).unwrap_or(0.0).round() as u32;
+        points.push(CachedPoint {
+            prefix_tokens: hit,
+            new_tokens: prompt.saturating_sub(hit).max(1),
+            latency_s: median(&ttft).unwrap_or(f64::NAN),
+            server_prompt_s: median(&server),
+        });
+    }
+    Ok(points)
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn decode_gaps(
     cfg: &MicrobenchConfig,
@@ -666,6 +781,14 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
             String::new(),
         ])?;
     }
+    for c in &result.cached {
+        w.write_record([
+            format!("cached_{}_new_tokens_at_prefix", c.new_tokens),
+            c.prefix_tokens.to_string(),
+            c.latency_s.to_string(),
+            String::new(),
+        ])?;
+    }
     w.flush().map_err(|source| RunError::Io {
         path: csv_path.clone(),
         source,
@@ -686,7 +809,8 @@ impl MicrobenchArgs {
             .iter()
             .copied()
             .chain([self.decode_prompt, self.mixed_prompt])
-            .chain(self.long_prompt);
+            .chain(self.long_prompt)
+            .chain(self.cached_prefixes.iter().map(|p| p + self.cached_chunk));
         let (shortest, longest) = prompts.fold((u32::MAX, 0), |(lo, hi), p| (lo.min(p), hi.max(p)));
         crate::client::check_chars_per_token(self.server.chars_per_token, shortest, longest)
             .map_err(anyhow::Error::msg)?;
@@ -722,6 +846,8 @@ impl MicrobenchArgs {
                 .map_err(anyhow::Error::msg)?,
             long_prompt: self.long_prompt,
             decode_rounds: self.decode_rounds,
+            cached_prefixes: self.cached_prefixes.clone(),
+            cached_chunk: self.cached_chunk.max(1),
         })
     }
 }
@@ -757,6 +883,14 @@ pub fn execute(args: MicrobenchArgs) -> anyhow::Result<()> {
             m.chunk_tokens,
             m.prefix_tokens,
             m.step_s * 1e3
+        );
+    }
+    for c in &result.cached {
+        println!(
+            "cached  {:>4} new tokens after {:>5} cached: {:7.2} ms",
+            c.new_tokens,
+            c.prefix_tokens,
+            c.latency_s * 1e3
         );
     }
     println!("wrote {} and {}", args.out.display(), csv.display());

@@ -25,8 +25,8 @@ use row::client_stats;
 pub use users::Users;
 
 pub use row::{
-    error_kind, failure_reasons, failures_text, summary_text, ClientStats, RequestRow,
-    REQUEST_COLUMNS,
+    error_kind, failure_reasons, failures_text, measured_prefix, prefix_text, summary_text,
+    ClientStats, RequestRow, REQUEST_COLUMNS,
 };
 
 use crate::client::{
@@ -446,6 +446,8 @@ pub struct RunReport {
     pub scheduled: usize,
     /// How the sender thread was scheduled (real-time if permitted).
     pub sender_priority: SenderPriority,
+    /// The prefix cache as the server reported it per request, if it did.
+    pub prefix: Option<engine::metrics::PrefixSummary>,
 }
 
 /// Everything a server says about itself that helps interpret a run.
@@ -947,8 +949,10 @@ pub async fn run_load(
         .into_iter()
         .map(|(reason, count)| json!({"reason": reason, "count": count}))
         .collect();
+    let prefix = measured_prefix(&rows, cfg.metrics.warmup_s);
     let summary_json = json!({
         "summary": summary, "client": client, "server_counters": server, "failures": failures,
+        "prefix_cache": prefix,
         "arrival_rate_rps": cfg.workload.rate(), "seed": cfg.seed,
         "scheduled": scheduled, "written": rows.len(), "interrupted": interrupted,
         "sender_priority": sender_priority,
@@ -967,6 +971,7 @@ pub async fn run_load(
         interrupted,
         scheduled,
         sender_priority,
+        prefix,
     })
 }
 
@@ -1119,6 +1124,9 @@ pub fn execute(args: RunArgs) -> anyhow::Result<()> {
         );
     }
     let mut text = summary_text(&report.summary, &report.client) + "\n";
+    if let Some(p) = &report.prefix {
+        text += &(prefix_text(p) + "\n");
+    }
     let failures = failures_text(&report.rows);
     if let Some((failed, why)) = &failures {
         text += &format!(

@@ -60,7 +60,8 @@ pub struct RequestRecord {
     #[serde(default)]
     pub admitted_s: Option<f64>,
     /// Prompt tokens its first admission found in the prefix cache, whose prefill it
-    /// skipped [tokens]; 0 with the cache off, on a miss, and for measured runs.
+    /// skipped [tokens]; 0 with the cache off and on a miss. A measured run takes the
+    /// server's own count where the server reports one (`requests.csv`'s `cached_tokens`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cached_tokens: u32,
 }

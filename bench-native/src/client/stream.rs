@@ -36,6 +36,9 @@ pub struct StreamResult {
     /// Why the last `usage` seen is not a valid count (then [`StreamResult::usage`] is
     /// `None`).
     pub usage_problem: Option<String>,
+    /// Prompt tokens the server found in its prefix cache, as it reports them
+    /// (`usage.prompt_tokens_details.cached_tokens`, or llama.cpp's `timings.cache_n`).
+    pub cached_tokens: Option<u32>,
     /// `data:` events that were JSON [count].
     pub events: u32,
     /// `data:` events that were not JSON (`[DONE]` aside) [count].
@@ -122,6 +125,8 @@ struct EventUsage {
     prompt_tokens: Option<Value>,
     #[serde(default)]
     completion_tokens: Option<Value>,
+    #[serde(default)]
+    prompt_tokens_details: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -130,6 +135,13 @@ struct EventTimings {
     prompt_ms: Option<f64>,
     #[serde(default)]
     predicted_ms: Option<f64>,
+    #[serde(default)]
+    cache_n: Option<Value>,
+}
+
+/// A cached-token count as a server reports it, if it is one.
+fn cached_count(v: Option<&Value>) -> Option<u32> {
+    v?.as_u64().and_then(|n| u32::try_from(n).ok())
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
@@ -189,8 +201,18 @@ impl StreamResult {
         }
         if let Some(u) = ev.usage {
             self.set_usage(u.prompt_tokens.as_ref(), u.completion_tokens.as_ref());
+            if let Some(n) = cached_count(
+                u.prompt_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.get("cached_tokens")),
+            ) {
+                self.cached_tokens = Some(n);
+            }
         }
         if let Some(t) = ev.timings {
+            if let Some(n) = cached_count(t.cache_n.as_ref()) {
+                self.cached_tokens = Some(n);
+            }
             self.timings = Some(ServerTimings {
                 prompt_ms: t.prompt_ms.unwrap_or(f64::NAN),
                 predicted_ms: t.predicted_ms.unwrap_or(f64::NAN),
@@ -239,6 +261,12 @@ impl StreamResult {
     /// token per text chunk: a chunk may carry several tokens, never none). Otherwise
     /// [`StreamResult::error`] says why. An earlier error is kept.
     pub fn judge(&mut self, max_tokens: Option<u32>, context: Option<u64>) {
+        // a cached count beyond the prompt is no count (the request stands on its own)
+        if let (Some(n), Some(u)) = (self.cached_tokens, self.usage) {
+            if n > u.prompt_tokens {
+                self.cached_tokens = None;
+            }
+        }
         if self.error.is_some() {
             return;
         }
@@ -304,8 +332,14 @@ impl StreamResult {
         if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
             let field = |k| u.get(k).filter(|x| !x.is_null());
             self.set_usage(field("prompt_tokens"), field("completion_tokens"));
+            if let Some(n) = cached_count(u.pointer("/prompt_tokens_details/cached_tokens")) {
+                self.cached_tokens = Some(n);
+            }
         }
         if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
+            if let Some(n) = cached_count(t.get("cache_n")) {
+                self.cached_tokens = Some(n);
+            }
             self.timings = Some(ServerTimings {
                 prompt_ms: t
                     .get("prompt_ms")
@@ -518,6 +552,45 @@ mod tests {
             st.error.as_deref(),
             Some("usage says 1000 prompt + 4 output tokens, more than the server's context of 512")
         );
+    }
+
+    #[test]
+    fn the_servers_cached_tokens_are_kept_when_they_are_a_count_within_the_prompt() {
+        // vLLM and llama.cpp's usage detail, llama.cpp's timings, both in the typed and
+        // the generic reading
+        for (last, want) in [
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":256}}}"#,
+                Some(256),
+            ),
+            (
+                r#"{"choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":{"prompt_tokens":300,"completion_tokens":1},"timings":{"prompt_ms":3.5,"predicted_ms":1.0,"cache_n":299}}"#,
+                Some(299),
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":301}}}"#,
+                None,
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":-4}}}"#,
+                None,
+            ),
+            (
+                r#"{"choices":[],"usage":{"prompt_tokens":300,"completion_tokens":1}}"#,
+                None,
+            ),
+        ] {
+            let mut st = read(&stream_of(&[TOK, last]));
+            st.judge(Some(1), None);
+            assert_eq!(st.error, None, "{last}");
+            assert_eq!(st.cached_tokens, want, "{last}");
+            let mut generic = StreamResult::default();
+            for e in [TOK, last] {
+                generic.apply_value(&serde_json::from_str(e).unwrap(), false, 0.0);
+            }
+            generic.judge(Some(1), None);
+            assert_eq!(generic.cached_tokens, want, "{last}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! the schedule, and the failures grouped by kind for the summary.
 
 use crate::client::StreamResult;
-use engine::metrics::{percentile_type7, Summary};
+use engine::kv_cache::PrefixCounts;
+use engine::metrics::{percentile_type7, PrefixAccumulator, PrefixSummary, Summary};
 use engine::record::{Outcome, RequestRecord};
 use engine::workload::Request;
 use serde::Serialize;
@@ -33,6 +34,9 @@ pub struct RequestRow {
     pub prompt_tokens: Option<u32>,
     /// From `usage` [tokens].
     pub completion_tokens: Option<u32>,
+    /// Prompt tokens the server reports from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`, llama.cpp's `timings.cache_n`) [tokens].
+    pub cached_tokens: Option<u32>,
     /// Chunks that carried text [count].
     pub chunks: u32,
     pub max_gap_s: f64,
@@ -71,7 +75,7 @@ impl RequestRow {
                 _ => Outcome::Error,
             },
             admitted_s: None,
-            cached_tokens: 0,
+            cached_tokens: self.cached_tokens.unwrap_or(0),
         }
     }
 
@@ -108,6 +112,7 @@ impl RequestRow {
         }
         row.prompt_tokens = res.usage.map(|u| u.prompt_tokens);
         row.completion_tokens = res.usage.map(|u| u.completion_tokens);
+        row.cached_tokens = res.cached_tokens;
         row.finish_reason = res.finish_reason.unwrap_or_default();
         row.server_prompt_ms = res.timings.map(|t| t.prompt_ms).filter(|x| x.is_finite());
         row.server_predicted_ms = res
@@ -146,7 +151,7 @@ pub struct ClientStats {
 }
 
 /// Header of `requests.csv` (the serde field order of [`RequestRow`]).
-pub const REQUEST_COLUMNS: [&str; 22] = [
+pub const REQUEST_COLUMNS: [&str; 23] = [
     "id",
     "class",
     "intended_send_s",
@@ -161,6 +166,7 @@ pub const REQUEST_COLUMNS: [&str; 22] = [
     "target_output_tokens",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
     "chunks",
     "max_gap_s",
     "stalls",
@@ -240,6 +246,50 @@ pub(super) fn client_stats(rows: &[RequestRow]) -> ClientStats {
             .filter(|r| r.client_queue_s.is_some_and(|q| q > 1e-3))
             .count() as u64,
     }
+}
+
+/// The prefix cache as the server reported it request by request (`cached_tokens`), in
+/// the simulator's terms (engine::metrics::prefix, token hit rate and TTFT of hits
+/// against misses; a request that reused any token is a hit, as on llama-server, where
+/// BOS is always reused). `None` when the server reported no count. Block counts stay 0:
+/// the client sees tokens, not the server's blocks.
+pub fn measured_prefix(rows: &[RequestRow], warmup_s: f64) -> Option<PrefixSummary> {
+    let reported: Vec<(&RequestRow, u32)> = rows
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed.as_str())
+        .filter_map(|r| Some((r, r.cached_tokens?)))
+        .filter(|(r, _)| r.intended_send_s >= warmup_s)
+        .collect();
+    if reported.is_empty() {
+        return None;
+    }
+    let mut acc = PrefixAccumulator::new(warmup_s);
+    let mut c = PrefixCounts::default();
+    for &(r, cached) in &reported {
+        acc.push(&r.record(), cached);
+        c.lookups += 1;
+        c.hit_lookups += u64::from(cached > 0);
+        c.query_tokens += u64::from(r.prompt_tokens.unwrap_or(r.target_prompt_tokens));
+        c.hit_tokens += u64::from(cached);
+    }
+    Some(acc.finish(c, 0, 0))
+}
+
+/// One line on a measured prefix cache ([`measured_prefix`]).
+pub fn prefix_text(p: &PrefixSummary) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e3));
+    format!(
+        "prefix cache (server's report): {} of {} requests hit, {} of {} prompt tokens cached \
+         ({}); mean TTFT ms hits {} misses {}",
+        p.hit_lookups,
+        p.lookups,
+        p.saved_tokens,
+        p.query_tokens,
+        p.token_hit_rate
+            .map_or("-".to_string(), |h| format!("{:.1} %", h * 100.0)),
+        ms(p.ttft_hit.mean),
+        ms(p.ttft_miss.mean),
+    )
 }
 
 /// Human-readable lines of a summary (printed at the end of a run).

@@ -195,6 +195,7 @@ pub fn pool(a: &MicrobenchResult, b: &MicrobenchResult) -> MicrobenchResult {
         prefill,
         decode,
         mixed,
+        cached: a.cached.iter().chain(&b.cached).cloned().collect(),
         budget: a.budget,
         metadata: a.metadata.clone(),
     }

@@ -155,6 +155,8 @@ fn microbench_config(
         },
         long_prompt: Some(args.mb_long_prompt.min(cap / 2)).filter(|&p| p > 16),
         decode_rounds: args.mb_decode_rounds.max(1),
+        cached_prefixes: vec![],
+        cached_chunk: 32,
     }
 }
 

@@ -204,6 +204,8 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
         layouts: vec![],
         long_prompt: None,
         decode_rounds: 1,
+        cached_prefixes: vec![],
+        cached_chunk: 32,
     };
     let mb = runtime()
         .block_on(microbench::microbench(&cfg, &ProgressBar::hidden()))

@@ -508,3 +508,56 @@ fn junk_at_v1_models_says_the_server_answered_but_not_as_openai() {
     let msg = connect(&format!("http://127.0.0.1:{port}")).to_string();
     assert!(msg.contains("cannot reach the server"), "{msg}");
 }
+
+#[test]
+fn the_servers_cached_tokens_reach_requests_csv_and_the_summary() {
+    // every other request finds 6 of its 8 prompt tokens cached (vLLM's usage detail)
+    fn cached(i: usize, max_tokens: u64) -> Vec<u8> {
+        let mut ev = text_events(max_tokens);
+        ev.push(usage_event(&format!(
+            r#"{{"prompt_tokens":8,"completion_tokens":{max_tokens},"prompt_tokens_details":{{"cached_tokens":{}}}}}"#,
+            if i.is_multiple_of(2) { 6 } else { 0 }
+        )));
+        sse(&ev)
+    }
+    let server = FakeServer::openai(cached);
+    let rep = run(&server, "cached", 6);
+    assert_eq!(rep.summary.completed, 6);
+    let mut counts: Vec<u32> = rep.rows.iter().map(|r| r.cached_tokens.unwrap()).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [0, 0, 0, 6, 6, 6]);
+    let p = rep
+        .prefix
+        .as_ref()
+        .expect("the server reported cached tokens");
+    assert_eq!((p.lookups, p.hit_lookups), (6, 3));
+    assert_eq!((p.query_tokens, p.saved_tokens), (48, 18));
+    assert_eq!(p.token_hit_rate, Some(0.375));
+    assert_eq!((p.ttft_hit.n, p.ttft_miss.n), (3, 3));
+    // on disk: the column, and the summary's prefix_cache
+    let csv = std::fs::read_to_string(out_dir("cached").join("requests.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "cached_tokens").unwrap();
+    let mut on_disk: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(col).unwrap())
+        .collect();
+    on_disk.sort_unstable();
+    assert_eq!(on_disk, ["0", "0", "0", "6", "6", "6"]);
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir("cached").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["prefix_cache"]["saved_tokens"], 18);
+
+    // a server that reports nothing: an empty column, no prefix_cache
+    let rep = run(&FakeServer::openai(good), "uncached", 2);
+    assert!(rep.rows.iter().all(|r| r.cached_tokens.is_none()));
+    assert!(rep.prefix.is_none());
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir("uncached").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(summary["prefix_cache"].is_null());
+}

@@ -184,7 +184,8 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
     std::fs::create_dir_all(&dir).unwrap();
     let slots: u32 = SLOTS.parse().unwrap();
 
-    // The server's cost, measured on it with every prompt prefilled in full.
+    // The server's cost, measured on it: prompts prefilled in full, new tokens after a
+    // cached prefix, decodes at two contexts.
     {
         let server = Server::start(slots, CTX, &dir.join("server-fit.log"));
         let url = format!("http://127.0.0.1:{}", server.port);
@@ -194,6 +195,15 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
                 .args(["--prompt-lengths", "8,32,64,128,256,320", "--repeats", "2"])
                 .args(["--streams", "1,2,3,4", "--decode-tokens", "32"])
                 .args(["--mixed-streams", "1,2", "--mixed-prompt", "288"])
+                // new tokens after a cached context (the slot cache's hits), and a second
+                // decode curve at a longer context: attention over what the slots hold
+                .args([
+                    "--cached-prefixes",
+                    "128,256,512,896",
+                    "--cached-chunk",
+                    "32",
+                ])
+                .args(["--long-prompt", "512"])
                 .args(["--budget", "2048", "--out"])
                 .arg(dir.join("microbench.json")),
         );
