@@ -122,11 +122,15 @@ struct Row {
     predicted_hit: f64,
     measured_ttft: f64,
     predicted_ttft: f64,
+    /// Mean TTFT of the requests that reused a prefix (measured: as the server reported
+    /// each request's cached tokens) [s].
+    measured_hit_ttft: Option<f64>,
+    predicted_hit_ttft: Option<f64>,
 }
 
 /// `run` of `extra` on `port` into `dir`: the prompt tokens the server reused and those
 /// it prefilled [tokens], and the run's mean TTFT [s].
-fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
+fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64, Option<f64>) {
     let cached = "llamacpp:prompt_tokens_cached_total";
     let fresh = "llamacpp:prompt_tokens_total";
     let (c0, f0) = (metric(port, cached), metric(port, fresh));
@@ -150,13 +154,25 @@ fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) 
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |k: &str| head.iter().position(|h| *h == k).unwrap();
     let (want, got) = (col("target_prompt_tokens"), col("prompt_tokens"));
-    let mut n = 0;
+    let cached_col = col("cached_tokens");
+    let (mut n, mut prompt_sum, mut cached_sum) = (0, 0.0, 0.0);
     for l in lines {
         let f: Vec<&str> = l.split(',').collect();
         assert_eq!(f[want], f[got], "exact prompt length: {l}");
+        prompt_sum += f[got].parse::<f64>().unwrap();
+        cached_sum += f[cached_col]
+            .parse::<f64>()
+            .expect("llama-server reports cache_n");
         n += 1;
     }
     assert!(n >= 20, "{n} requests in {}", dir.display());
+    // the per-request counts add up to the server's own counters
+    let by_request = cached_sum / prompt_sum;
+    let by_counters = (c1 - c0) / (c1 - c0 + f1 - f0);
+    assert!(
+        (by_request - by_counters).abs() < 0.01,
+        "hit rate from requests.csv {by_request:.4}, from /metrics {by_counters:.4}"
+    );
     let s = json_file(&dir.join("summary.json"));
     assert_eq!(
         s["summary"]["errors"].as_u64(),
@@ -167,6 +183,7 @@ fn measure(port: u16, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) 
         c1 - c0,
         f1 - f0,
         s["summary"]["ttft"]["mean"].as_f64().unwrap(),
+        s["prefix_cache"]["ttft_hit"]["mean"].as_f64(),
     )
 }
 
@@ -269,7 +286,7 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
     let mut rows = Vec::new();
     for (name, traffic, seed) in settings {
         let server = Server::start(slots, CTX, &dir.join(format!("server-{seed}.log")));
-        let (cached, fresh, ttft) =
+        let (cached, fresh, ttft, hit_ttft) =
             measure(server.port, &dir.join(format!("run-{seed}")), seed, traffic);
         drop(server);
         assert!(fresh > 0.0, "{name}: the counters moved");
@@ -297,24 +314,29 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
             predicted_ttft: sim.get("summary").unwrap_or(&sim)["ttft"]["mean"]
                 .as_f64()
                 .unwrap(),
+            measured_hit_ttft: hit_ttft,
+            predicted_hit_ttft: sim["prefix_cache"]["ttft_hit"]["mean"].as_f64(),
         });
     }
 
     let mut md = String::from(
-        "| setting | hit rate measured | predicted | mean TTFT measured [ms] | predicted [ms] | error |\n|---|---:|---:|---:|---:|---:|\n",
+        "| setting | hit rate measured | predicted | mean TTFT measured [ms] | predicted [ms] | error | hits' mean TTFT measured / predicted [ms] |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     let mut errs = Vec::new();
     for r in &rows {
         let e = r.predicted_ttft / r.measured_ttft - 1.0;
         errs.push(e.abs());
+        let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e3));
         md.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.1} | {:.1} | {:+.1} % |\n",
+            "| {} | {:.3} | {:.3} | {:.1} | {:.1} | {:+.1} % | {} / {} |\n",
             r.name,
             r.measured_hit,
             r.predicted_hit,
             r.measured_ttft * 1e3,
             r.predicted_ttft * 1e3,
-            e * 100.0
+            e * 100.0,
+            ms(r.measured_hit_ttft),
+            ms(r.predicted_hit_ttft),
         ));
     }
     let mut chat_errs = errs.split_off(4);
