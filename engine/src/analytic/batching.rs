@@ -37,7 +37,12 @@
 //!    matched. For M/G/1 the chain's mean queue is then exactly Pollaczek–Khinchine's
 //!    (unit test), for M/G/c Allen–Cunneen's; in overload (KV-limited B = 1) it piles
 //!    the queue nearer the KV limit, as the diffusion does. Departures are read with the
-//!    real D(n).
+//!    real D(n). For arrivals smoother than Poisson the departures' variance is their
+//!    dispersion `c_O²·(1 − δD)²` instead (each departure's joiner stalls the batch, so a
+//!    burst of departures slows the next ones; `Rates::departure_dispersion`), the
+//!    queue's geometric law starts at the cap, and a queued arrival's later departures
+//!    are spaced by that dispersion, each in proportion to `1 − c_a²` (Poisson keeps c²
+//!    and Allen–Cunneen's edge).
 //! 5. **TTFT** ([`ttft`]): an accepted arrival finding n < B waits the residual of the
 //!    current iteration (length-biased: a prefill iteration's over the prompt
 //!    distribution), its prefill `prefill(n+1, P)` (P from the accepted prompt
