@@ -298,8 +298,8 @@ pub fn wants_fleet(query: &str) -> bool {
         .any(|kv| kv == "view=fleet")
 }
 
-/// Whether the analytical fleet model meets its accuracy targets for `router`
-/// (docs/accuracy.md, Fleets: only random routing does).
+/// Whether the analytical fleet model's line is drawn without a caveat for `router`
+/// (docs/accuracy.md, Fleets: random routing, within its mean-TTFT target at every N).
 pub fn model_validated(router: RouterKind) -> bool {
     router == RouterKind::Random
 }
@@ -310,7 +310,7 @@ pub fn model_caveat(router: RouterKind) -> String {
         "The line is the analytical fleet model (Poisson thinning into the batching model): for random routing it is within its targets (docs/accuracy.md, Fleets).".into()
     } else {
         format!(
-            "Caveat: for {} the analytical fleet model is not accurate — docs/accuracy.md (Fleets) measures mean-TTFT errors far over its 5 % target, the model on the high side. Its line is drawn as an upper bound; read the simulation.",
+            "Caveat: for {} the analytical fleet model is not validated — docs/accuracy.md (Fleets) measures errors over its targets (5 % on mean TTFT, 10 % on p99) for this router, high or low with the load and the number of replicas. Read the simulation.",
             router.name()
         )
     }
@@ -321,10 +321,7 @@ pub fn model_name(router: RouterKind) -> String {
     if model_validated(router) {
         "fleet model (batching)".into()
     } else {
-        format!(
-            "fleet model, upper bound (not accurate for {})",
-            router.name()
-        )
+        format!("fleet model (not validated for {})", router.name())
     }
 }
 
@@ -604,7 +601,7 @@ mod tests {
                 r != RouterKind::Random
             );
             assert_eq!(
-                model_name(r).contains("upper bound"),
+                model_name(r).contains("not validated"),
                 r != RouterKind::Random
             );
         }

@@ -32,7 +32,7 @@ pub(super) fn table(c: Ctx) -> impl IntoView {
                     }).collect_view()}
                 </tbody>
             </table></div>
-            <p class="hint">"Model columns: the analytical fleet model's smallest fleet of each candidate that meets the SLO (accurate for random routing; an upper bound for the others, docs/accuracy.md, Fleets). Sim columns: the finalists simulated, their count moved until the simulation meets the SLO at N and misses it at N − 1; mean ± 95 % interval over the seeds. The simulator decides the answer."</p>
+            <p class="hint">"Model columns: the analytical fleet model's smallest fleet of each candidate that meets the SLO (validated for random routing; off by up to tens of per cent for the others near capacity, docs/accuracy.md, Fleets). Sim columns: the finalists simulated, their count moved until the simulation meets the SLO at N and misses it at N − 1; mean ± 95 % interval over the seeds. The simulator decides the answer."</p>
             {(!passed.is_empty()).then(|| view! {
                 <details id="plan-passed"><summary>{format!("Passed over ({})", passed.len())}</summary>
                     <ul>{passed.into_iter().map(|t| view! { <li>{t}</li> }).collect_view()}</ul>

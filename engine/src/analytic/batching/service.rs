@@ -272,20 +272,52 @@ impl Rates {
         let var_o = (acc_o2 - acc_o * acc_o).max(0.0);
         var_o * per_tok * per_tok / (pf + acc_o * per_tok).powi(2)
     }
+
+    /// The long-run dispersion (variance over mean of the count) of the departures of the
+    /// full running set with a queue, output `acc_o2` its second moment.
+    ///
+    /// On the decode clock (the decode iterations alone) the B slots' departures are B
+    /// superposed renewal streams of output-length gaps, dispersion `c_O²`. Every
+    /// departure brings a joiner whose stall δ stops the whole batch, so the wall clock
+    /// runs `t = τ + δ·N(τ)`: a burst of departures slows the next ones down. A count
+    /// `N(τ) = r₀τ + X` becomes `N(t) = rt + X/(1 + δr₀)`, so the dispersion is
+    /// `c_O²/(1 + δr₀)² = c_O²·(1 − δD)²`, D the full-batch departure rate and δD the
+    /// stalled share of the time, not the service-time SCV [`Rates::departure_scv`], which
+    /// counts the other joiners' stalls as if they grew with a request's own output.
+    ///
+    /// # Formula
+    /// `Var[O]·decode(B)² / E[S]²`, `E[S] = prefill + E[O]·decode(B) + (B − 1)·δ` the mean
+    /// time a slot holds a request.
+    pub fn departure_dispersion(&self, svc: &Service, acc_o2: f64) -> f64 {
+        let (acc_o, bc) = (self.acc_o, svc.b_cap as usize);
+        let pf = self.pf_acc[bc];
+        let per_tok = svc.per_token(&self.st_acc, acc_o);
+        let var_o = (acc_o2 - acc_o * acc_o).max(0.0);
+        var_o * svc.dec[bc] * svc.dec[bc] / (pf + acc_o * per_tok).powi(2)
+    }
 }
 
 /// Service and arrival variability: with a queue, the number in system moves like a
-/// diffusion of drift `λ_n − D` and variance `c_a²·λ_n + c²·D` (c² the service-time SCV
-/// `v.service`, also the asymptotic dispersion of B superposed departure streams, c_a²
-/// the arrivals' SCV `v.arrival`, 1 for Poisson), not the `λ_n + D` of an exponential
-/// chain. Cancelling a rate θ_n from both the birth and the death of each queueing state
-/// (n above `b_cap`) keeps the drift (so throughput = accepted arrivals and the
-/// transient's pace) and matches the variance; for M/G/1 the chain's mean queue is then
-/// Pollaczek–Khinchine's exactly, for M/G/c Allen–Cunneen's, for G/G/1 Kingman's.
+/// diffusion of drift `λ_n − D` and variance `c_a²·λ_n + c_d²·D` (c_a² the arrivals' SCV
+/// `v.arrival`, 1 for Poisson; c_d² the departures' dispersion `v.departures`), not the
+/// `λ_n + D` of an exponential chain. Cancelling a rate θ_n from both the birth and the
+/// death of each queueing state (n above `b_cap`) keeps the drift (so throughput =
+/// accepted arrivals and the transient's pace) and matches the variance; with c_d² the
+/// service-time SCV c², for M/G/1 the chain's mean queue is then Pollaczek–Khinchine's
+/// exactly, for M/G/c Allen–Cunneen's, for G/G/1 Kingman's.
+///
+/// The edge from the cap into the queue sets where the queue's geometric law starts.
+/// Its birth carries the arrivals' share of θ, and a smooth stream's share `v.edge` of
+/// the departures' too: with Poisson arrivals (`v.edge` 0) the edge keeps Allen–Cunneen's
+/// M/G/c queue (Erlang C's chance of waiting, the mean queue scaled by (1 + c²)/2); with
+/// deterministic ones (`v.edge` 1) the queue is geometric from the cap, as a GI/G/c queue's
+/// number waiting is in heavy traffic (exactly so for D/M/1, where both rules agree).
 ///
 /// # Formula
-/// `θ_n = min(((1 − c_a²)·λ_n + (1 − c²)·D_n)/2, (1 − max(c_a², 0.1)/2)·λ_n)`; c² > 1 adds
-/// variance (θ < 0) the same way. With Poisson arrivals the cap is `λ_n/2`.
+/// `θ_n = min(((1 − c_a²)·λ_n + (1 − c_d²)·D_n)/2, (1 − max(c_a², 0.1)/2)·λ_n)`; c_d² > 1
+/// adds variance (θ < 0) the same way. With Poisson arrivals the cap is `λ_n/2`. At the
+/// edge `θ_B = min((1 − c_a²)·λ_B/2 + e·(1 − c_d²)·D_{B+1}/2, (1 − max(c_a², 0.1)/2)·λ_B)`
+/// off the birth alone, `e = v.edge`.
 pub(super) fn variance_matched(
     births: &[f64],
     deaths: &[f64],
@@ -300,7 +332,7 @@ pub(super) fn variance_matched(
         .map(|(n, (&bn, &dn))| {
             if n as u32 > b_cap {
                 let theta =
-                    (0.5 * (1.0 - v.arrival) * bn + 0.5 * (1.0 - v.service) * dn).min(keep * bn);
+                    (0.5 * (1.0 - v.arrival) * bn + 0.5 * (1.0 - v.departures) * dn).min(keep * bn);
                 (bn - theta, dn - theta)
             } else {
                 (bn, dn)
@@ -308,10 +340,13 @@ pub(super) fn variance_matched(
         })
         .unzip();
     // The edge into the queue, from the cap to one above it: its death carries the
-    // arrivals' share of θ, so its birth does too (for Poisson arrivals that share is 0).
+    // arrivals' share of θ, so its birth does too (for Poisson arrivals that share is 0),
+    // and the departures' share in proportion to `v.edge`.
     let bc = b_cap as usize;
     if v.arrival < 1.0 && bc < b.len() {
-        b[bc] -= (0.5 * (1.0 - v.arrival) * b[bc]).min(keep * b[bc]);
+        let d_next = deaths.get(bc + 1).copied().unwrap_or(0.0);
+        let theta = 0.5 * (1.0 - v.arrival) * b[bc] + 0.5 * v.edge * (1.0 - v.departures) * d_next;
+        b[bc] -= theta.min(keep * b[bc]);
     }
     // Up to the cap every request is in service, as in an infinite-server queue, whose
     // number in system has variance z × its mean m, z = 1 + (c_a² − 1)·κ the peakedness
@@ -342,6 +377,41 @@ pub(super) fn variance_matched(
 pub(super) struct Variability {
     /// Of the interarrival times (1 for Poisson).
     pub arrival: f64,
-    /// Of the service (departure) process.
+    /// Of the service time (the infinite-server states up to the cap).
     pub service: f64,
+    /// The dispersion of the full running set's departures (the queueing states): the
+    /// service-time SCV for Poisson arrivals, [`Rates::departure_dispersion`] for
+    /// deterministic ones, linear in c_a² between.
+    pub departures: f64,
+    /// How much of the departures' share of θ the edge into the queue carries: 1 − c_a²
+    /// (0 for Poisson and burstier arrivals).
+    pub edge: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analytic::lengths::fast_moments;
+
+    /// The departures' dispersion is the output SCV times the decoding share of a slot's
+    /// time squared, `c_O²·(1 − δD)²` (continuous batching: the stall is the whole
+    /// prefill), below the service-time SCV that counts the others' stalls as its own.
+    #[test]
+    fn joiner_stalls_make_the_departures_more_regular() {
+        let cfg = SimConfig::reference(4.77, 8, 8192);
+        let m = fast_moments(&cfg.workload.lengths);
+        let costs = Costs {
+            cfg: &cfg,
+            moments: m,
+        };
+        let svc = Service::new(costs, 4.77, 8, 8);
+        let rates = Rates::new(&svc, 8, m.prompt.0, m.output.0);
+        let c_o = m.output.1 / (m.output.0 * m.output.0) - 1.0;
+        let stalled = rates.st_acc[8] * rates.d_full;
+        let want = c_o * (1.0 - stalled).powi(2);
+        let got = rates.departure_dispersion(&svc, m.output.1);
+        assert!((got - want).abs() < 1e-12 * want, "{got} vs {want}");
+        let scv = rates.departure_scv(&svc, m.output.1);
+        assert!(got < 0.7 * scv && scv < c_o, "{got} {scv} {c_o}");
+    }
 }

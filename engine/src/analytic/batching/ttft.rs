@@ -75,7 +75,7 @@ struct Departures {
     first_var: f64,
     /// Departure rate of the full batch with a queue [1/s].
     dfull_n: f64,
-    /// SCV of a service time.
+    /// SCV of the spacing of the departures after the first.
     scv_s: f64,
     /// Wait-weighted mean output of the requests in system over the queueing states.
     sys_ref: f64,
@@ -124,7 +124,18 @@ impl TtftInputs<'_> {
             let mu = 1.0 / dfull_n;
             (rm * mu, rv * mu * mu)
         };
+        // The spacing of the later departures: a service time's SCV for Poisson arrivals;
+        // for a smooth stream the departures' dispersion, which the joiners' stalls make
+        // more regular (`Rates::departure_dispersion`), linear in c_a² between, as the
+        // chain's queueing states are matched.
         let scv_s = (s2 / (s_mean * s_mean) - 1.0).max(0.0);
+        let smooth = (1.0 - self.arrival_scv).clamp(0.0, 1.0);
+        let scv_s = if smooth > 0.0 {
+            let dispersion = var_o * dec_full * dec_full / (s_mean * s_mean);
+            scv_s - smooth * (scv_s - dispersion)
+        } else {
+            scv_s
+        };
         // Reference output mean: the wait-weighted mean over queueing states, so the state
         // dependence reshapes the wait distribution without moving its mean (the chain's
         // departure rate already carries the accepted mean).
