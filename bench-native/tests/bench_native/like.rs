@@ -435,7 +435,7 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     let blocks = server.cache_config("num_gpu_blocks");
 
     // The server's cost and overheads, measured on it.
-    server.fit(&dir, "4,16,64,128", &budget);
+    server.fit(&dir, "4,16,64,128", &budget, &[]);
 
     // The benchmarks: 4 rates, one closed-loop run, the first rate once more.
     let vb = (python.as_path(), model.as_path());

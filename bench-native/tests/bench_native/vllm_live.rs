@@ -107,13 +107,14 @@ impl Vllm {
     /// The server's cost and overheads, measured on it: `microbench` (the given prompt
     /// lengths, 1–4 decode streams, mixed prefill + decode iterations under `budget`)
     /// then `fit`, into `dir`/microbench.json and `dir`/fit.json. Returns the fit.
-    pub fn fit(&self, dir: &Path, prompt_lengths: &str, budget: &str) -> PathBuf {
+    pub fn fit(&self, dir: &Path, prompt_lengths: &str, budget: &str, extra: &[&str]) -> PathBuf {
         run_ok(
             bin()
                 .args(["microbench", "--url", &self.url(), "--min-tokens"])
                 .args(["--prompt-lengths", prompt_lengths, "--repeats", "3"])
                 .args(["--streams", "1,2,3,4", "--decode-tokens", "32"])
                 .args(["--mixed-streams", "1,2", "--mixed-prompt", "448"])
+                .args(extra)
                 .args(["--budget", budget, "--out"])
                 .arg(dir.join("microbench.json")),
         );
