@@ -528,8 +528,9 @@ async fn cached_probe(
                 })?;
             let hit = res.cached_tokens.ok_or_else(|| {
                 RunError::Invalid(format!(
-                    "{what}: the server reports no cached tokens (llama.cpp's timings.cache_n, \
-                     usage.prompt_tokens_details.cached_tokens)"
+                    "{what}: the server reports no cached tokens (llama.cpp's timings.cache_n; \
+                     vLLM's usage.prompt_tokens_details.cached_tokens, which it sends when \
+                     started with --enable-prompt-tokens-details)"
                 ))
             })?;
             if u64::from(hit) * 2 < u64::from(prefix) {
