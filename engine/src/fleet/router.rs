@@ -92,34 +92,25 @@ impl RouterKind {
         match self {
             RouterKind::RoundRobin => Box::new(RoundRobin { next: 0 }),
             RouterKind::Random => Box::new(Random { rng: rng() }),
-            RouterKind::LeastOutstanding => Box::new(LeastBy {
-                next: 0,
-                key: |v: &ServerView| (v.outstanding, 0),
-            }),
-            RouterKind::LeastTokens => Box::new(LeastBy {
-                next: 0,
-                key: |v: &ServerView| (v.work_tokens, v.outstanding),
-            }),
+            RouterKind::LeastOutstanding => {
+                Box::new(LeastBy::new(|v: &ServerView| (v.outstanding, 0)))
+            }
+            RouterKind::LeastTokens => Box::new(LeastBy::new(|v: &ServerView| {
+                (v.work_tokens, v.outstanding)
+            })),
             RouterKind::PowerOfD { d } => Box::new(PowerOfD {
                 d: d as usize,
                 rng: rng(),
                 picks: Vec::new(),
             }),
             RouterKind::PrefixAffinity => Box::new(PrefixAffinity {
-                fallback: LeastBy {
-                    next: 0,
-                    key: |v: &ServerView| (v.outstanding, 0),
-                },
+                fallback: LeastBy::new(|v: &ServerView| (v.outstanding, 0)),
             }),
-            RouterKind::KvAware => Box::new(LeastBy {
-                next: 0,
-                // Used fraction as a 32.32 fixed-point number, so keys compare exactly.
-                key: |v: &ServerView| {
-                    let used =
-                        ((v.kv_used_blocks as u128) << 32) / v.kv_total_blocks.max(1) as u128;
-                    (used as u64, v.outstanding)
-                },
-            }),
+            // Used fraction as a 32.32 fixed-point number, so keys compare exactly.
+            RouterKind::KvAware => Box::new(LeastBy::new(|v: &ServerView| {
+                let used = ((v.kv_used_blocks as u128) << 32) / v.kv_total_blocks.max(1) as u128;
+                (used as u64, v.outstanding)
+            })),
         }
     }
 }
@@ -138,6 +129,11 @@ pub(crate) trait Route {
     fn looks_at_all(&self) -> bool {
         false
     }
+
+    /// Server `i`'s view is now `v`. A caller of [`Route::pick_all`] tells the router
+    /// every server's view before its first call and every change after, so a router may
+    /// keep what it needs of them in its own form.
+    fn view_changed(&mut self, _i: usize, _v: &ServerView) {}
 
     /// [`Route::pick`] given every server's view, as `look` would return it.
     fn pick_all(&mut self, r: &Request, views: &[ServerView]) -> usize {
@@ -172,6 +168,93 @@ impl Route for Random {
 struct LeastBy<K> {
     next: usize,
     key: K,
+    /// Each server's key packed into one number of the same order
+    /// (`major << MINOR_BITS | minor`), or [`WIDE`] when it does not fit, as
+    /// [`Route::view_changed`] last told.
+    packed: Vec<u64>,
+    /// How many entries of `packed` are [`WIDE`].
+    wide: usize,
+    /// The least of `packed`, the servers that have it (a bit each) and how many they
+    /// are, kept as keys change while no key is wide; rebuilt by [`Route::pick_all`] when
+    /// stale or when those servers all leave it.
+    least: u64,
+    at_least: Vec<u64>,
+    members: usize,
+    stale: bool,
+}
+
+/// Bits of a packed key's minor part.
+const MINOR_BITS: u32 = 24;
+/// A key too large to pack.
+const WIDE: u64 = u64::MAX;
+
+/// `(major, minor)` as one number of the same order, or [`WIDE`] when it does not fit
+/// (every packed key is below [`WIDE`]).
+#[inline]
+fn pack((major, minor): (u64, u64)) -> u64 {
+    if major < (1 << (64 - MINOR_BITS)) - 1 && minor < 1 << MINOR_BITS {
+        major << MINOR_BITS | minor
+    } else {
+        WIDE
+    }
+}
+
+impl<K> LeastBy<K> {
+    fn new(key: K) -> LeastBy<K> {
+        LeastBy {
+            next: 0,
+            key,
+            packed: Vec::new(),
+            wide: 0,
+            least: WIDE,
+            at_least: Vec::new(),
+            members: 0,
+            stale: true,
+        }
+    }
+
+    /// The least packed key and the servers that have it, from the keys (one pass).
+    fn rebuild(&mut self) {
+        let (mut least, mut members) = (WIDE, 0);
+        self.at_least.clear();
+        self.at_least.resize(self.packed.len().div_ceil(64), 0);
+        for (c, chunk) in self.packed.chunks(64).enumerate() {
+            let mut bits = 0u64;
+            for (j, &k) in chunk.iter().enumerate() {
+                if k <= least {
+                    if k < least {
+                        least = k;
+                        members = 0;
+                        bits = 0;
+                        self.at_least[..c].fill(0);
+                    }
+                    bits |= 1 << j;
+                    members += 1;
+                }
+            }
+            self.at_least[c] = bits;
+        }
+        self.least = least;
+        self.members = members;
+        self.stale = false;
+    }
+
+    /// The first server of least key from `start` on, wrapping round.
+    fn first_least_from(&self, start: usize) -> usize {
+        let (c0, j0) = (start / 64, start % 64);
+        let from = self.at_least[c0] & (u64::MAX << j0);
+        if from != 0 {
+            return c0 * 64 + from.trailing_zeros() as usize;
+        }
+        let words = self.at_least.len();
+        for c in (c0 + 1..words).chain(0..=c0) {
+            let bits = self.at_least[c];
+            if bits != 0 {
+                return c * 64 + bits.trailing_zeros() as usize;
+            }
+        }
+        unreachable!("some server has the least key")
+    }
 }
 
 impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
@@ -195,28 +278,70 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
         true
     }
 
+    #[inline]
+    fn view_changed(&mut self, i: usize, v: &ServerView) {
+        if i >= self.packed.len() {
+            self.wide += i + 1 - self.packed.len();
+            self.packed.resize(i + 1, WIDE);
+            self.stale = true;
+        }
+        let k = pack((self.key)(v));
+        let old = self.packed[i];
+        self.wide = self.wide + usize::from(k == WIDE) - usize::from(old == WIDE);
+        self.packed[i] = k;
+        if self.stale || k == old {
+            return;
+        }
+        let (c, bit) = (i / 64, 1u64 << (i % 64));
+        if k < self.least {
+            self.least = k;
+            self.at_least.fill(0);
+            self.at_least[c] = bit;
+            self.members = 1;
+        } else if k == self.least {
+            self.at_least[c] |= bit;
+            self.members += 1;
+        } else if old == self.least {
+            self.at_least[c] &= !bit;
+            self.members -= 1;
+            // The last server of least key left it: the new least is unknown.
+            self.stale = self.members == 0;
+        }
+    }
+
     /// The same scan as [`Route::pick`]: from `start` to the end, then from 0, the first
-    /// least key winning (keys compared as one 128-bit number, the same order).
+    /// least key winning. On packed keys: the first server in that order among those of
+    /// least key (kept as keys change); else keys compared as one 128-bit number (the
+    /// same order).
     fn pick_all(&mut self, _: &Request, views: &[ServerView]) -> usize {
-        let key = |v: &ServerView| {
-            let (a, b) = (self.key)(v);
-            u128::from(a) << 64 | u128::from(b)
-        };
         let start = self.next % views.len();
-        let (head, tail) = views.split_at(start);
-        let (mut best, mut best_key) = (start, key(&tail[0]));
-        for (i, v) in tail.iter().enumerate().skip(1) {
-            let k = key(v);
-            if k < best_key {
-                (best, best_key) = (start + i, k);
+        let best = if self.wide == 0 && self.packed.len() == views.len() {
+            if self.stale {
+                self.rebuild();
             }
-        }
-        for (i, v) in head.iter().enumerate() {
-            let k = key(v);
-            if k < best_key {
-                (best, best_key) = (i, k);
+            self.first_least_from(start)
+        } else {
+            self.stale = true;
+            let key = |v: &ServerView| {
+                let (a, b) = (self.key)(v);
+                u128::from(a) << 64 | u128::from(b)
+            };
+            let (head, tail) = views.split_at(start);
+            let (mut best, mut best_key) = (start, key(&tail[0]));
+            for (i, v) in tail.iter().enumerate().skip(1) {
+                let k = key(v);
+                if k < best_key {
+                    (best, best_key) = (start + i, k);
+                }
             }
-        }
+            for (i, v) in head.iter().enumerate() {
+                let k = key(v);
+                if k < best_key {
+                    (best, best_key) = (i, k);
+                }
+            }
+            best
+        };
         self.next = best + 1;
         best
     }
