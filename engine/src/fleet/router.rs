@@ -174,13 +174,41 @@ struct LeastBy<K> {
     packed: Vec<u64>,
     /// How many entries of `packed` are [`WIDE`].
     wide: usize,
-    /// The least of `packed`, the servers that have it (a bit each) and how many they
-    /// are, kept as keys change while no key is wide; rebuilt by [`Route::pick_all`] when
-    /// stale or when those servers all leave it.
-    least: u64,
-    at_least: Vec<u64>,
-    members: usize,
+    /// The least of `packed` and the servers that have it (`levels[0]`) and, when `two`,
+    /// the next key up and its servers (`levels[1]`), kept as keys change while no key is
+    /// wide: when the servers of least key all leave it, the next key up is the least.
+    /// `stale` when the least is not known; [`Route::pick_all`] then rebuilds it.
+    levels: [Level; 2],
+    two: bool,
     stale: bool,
+}
+
+/// The servers whose packed key is `key`: a bit each, and how many they are.
+#[derive(Default)]
+struct Level {
+    key: u64,
+    bits: Vec<u64>,
+    members: usize,
+}
+
+impl Level {
+    /// Only server `i` (a bit `bit` in word `c`) has `key`.
+    fn only(&mut self, key: u64, c: usize, bit: u64) {
+        self.key = key;
+        self.bits.fill(0);
+        self.bits[c] = bit;
+        self.members = 1;
+    }
+
+    fn add(&mut self, c: usize, bit: u64) {
+        self.bits[c] |= bit;
+        self.members += 1;
+    }
+
+    fn remove(&mut self, c: usize, bit: u64) {
+        self.bits[c] &= !bit;
+        self.members -= 1;
+    }
 }
 
 /// Bits of a packed key's minor part.
@@ -206,9 +234,8 @@ impl<K> LeastBy<K> {
             key,
             packed: Vec::new(),
             wide: 0,
-            least: WIDE,
-            at_least: Vec::new(),
-            members: 0,
+            levels: Default::default(),
+            two: false,
             stale: true,
         }
     }
@@ -216,8 +243,12 @@ impl<K> LeastBy<K> {
     /// The least packed key and the servers that have it, from the keys (one pass).
     fn rebuild(&mut self) {
         let (mut least, mut members) = (WIDE, 0);
-        self.at_least.clear();
-        self.at_least.resize(self.packed.len().div_ceil(64), 0);
+        let words = self.packed.len().div_ceil(64);
+        for level in &mut self.levels {
+            level.bits.clear();
+            level.bits.resize(words, 0);
+        }
+        let at_least = &mut self.levels[0].bits;
         for (c, chunk) in self.packed.chunks(64).enumerate() {
             let mut bits = 0u64;
             for (j, &k) in chunk.iter().enumerate() {
@@ -226,29 +257,30 @@ impl<K> LeastBy<K> {
                         least = k;
                         members = 0;
                         bits = 0;
-                        self.at_least[..c].fill(0);
+                        at_least[..c].fill(0);
                     }
                     bits |= 1 << j;
                     members += 1;
                 }
             }
-            self.at_least[c] = bits;
+            at_least[c] = bits;
         }
-        self.least = least;
-        self.members = members;
+        self.levels[0].key = least;
+        self.levels[0].members = members;
+        self.two = false;
         self.stale = false;
     }
 
     /// The first server of least key from `start` on, wrapping round.
     fn first_least_from(&self, start: usize) -> usize {
+        let at_least = &self.levels[0].bits;
         let (c0, j0) = (start / 64, start % 64);
-        let from = self.at_least[c0] & (u64::MAX << j0);
+        let from = at_least[c0] & (u64::MAX << j0);
         if from != 0 {
             return c0 * 64 + from.trailing_zeros() as usize;
         }
-        let words = self.at_least.len();
-        for c in (c0 + 1..words).chain(0..=c0) {
-            let bits = self.at_least[c];
+        for c in (c0 + 1..at_least.len()).chain(0..=c0) {
+            let bits = at_least[c];
             if bits != 0 {
                 return c * 64 + bits.trailing_zeros() as usize;
             }
@@ -293,19 +325,36 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
             return;
         }
         let (c, bit) = (i / 64, 1u64 << (i % 64));
-        if k < self.least {
-            self.least = k;
-            self.at_least.fill(0);
-            self.at_least[c] = bit;
-            self.members = 1;
-        } else if k == self.least {
-            self.at_least[c] |= bit;
-            self.members += 1;
-        } else if old == self.least {
-            self.at_least[c] &= !bit;
-            self.members -= 1;
-            // The last server of least key left it: the new least is unknown.
-            self.stale = self.members == 0;
+        // Server i leaves its old key's level, if known.
+        if old == self.levels[0].key {
+            self.levels[0].remove(c, bit);
+            if self.levels[0].members == 0 {
+                if !self.two {
+                    // The new least is unknown.
+                    self.stale = true;
+                    return;
+                }
+                self.levels.swap(0, 1);
+                self.two = false;
+            }
+        } else if self.two && old == self.levels[1].key {
+            self.levels[1].remove(c, bit);
+            self.two = self.levels[1].members > 0;
+        }
+        // And joins its new key's, if known.
+        if k < self.levels[0].key {
+            // The old least is the next key up, with all its servers.
+            self.levels.swap(0, 1);
+            self.two = true;
+            self.levels[0].only(k, c, bit);
+        } else if k == self.levels[0].key {
+            self.levels[0].add(c, bit);
+        } else if self.two {
+            if k < self.levels[1].key {
+                self.levels[1].only(k, c, bit);
+            } else if k == self.levels[1].key {
+                self.levels[1].add(c, bit);
+            }
         }
     }
 
@@ -401,5 +450,54 @@ impl Route for PowerOfD {
             }
         }
         best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    /// `pick_all` on the keys a router keeps picks what `pick`'s scan of every view
+    /// picks, through ties, keys that rise and fall, several words of servers, and keys
+    /// too wide to pack.
+    #[test]
+    fn pick_all_on_kept_keys_is_the_scan() {
+        let r = Request {
+            id: 0,
+            arrival: 0.0,
+            prompt: 1,
+            output: 1,
+            class: 0,
+            group: 0,
+            conv: 0,
+        };
+        for n in [2, 5, 64, 65, 130] {
+            for kind in [RouterKind::LeastOutstanding, RouterKind::LeastTokens] {
+                let mut rng = Pcg64Mcg::seed_from_u64(n as u64);
+                let mut views = vec![ServerView::default(); n];
+                let (mut kept, mut scan) = (kind.build(1), kind.build(1));
+                for (i, v) in views.iter().enumerate() {
+                    kept.view_changed(i, v);
+                }
+                for _ in 0..3000 {
+                    for _ in 0..rng.random_range(0..4) {
+                        let i = rng.random_range(0..n);
+                        views[i].outstanding = rng.random_range(0..4);
+                        views[i].work_tokens = if rng.random_range(0..50) == 0 {
+                            1 << 41
+                        } else {
+                            rng.random_range(0..6)
+                        };
+                        kept.view_changed(i, &views[i]);
+                    }
+                    let best = kept.pick_all(&r, &views);
+                    assert_eq!(best, scan.pick(&r, n, &mut |i| views[i]), "{kind:?}, {n}");
+                    views[best].outstanding += 1;
+                    views[best].work_tokens += 2;
+                    kept.view_changed(best, &views[best]);
+                }
+            }
+        }
     }
 }
