@@ -748,6 +748,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// The duration of the iteration `plan` makes [s].
+    #[inline(always)]
     fn iteration_time(&self, plan: &Plan) -> f64 {
         // Not lazy when the cost depends on context, so every kv_tokens is exact.
         let (context_tokens, max_context_tokens) = if self.context_cost {
@@ -844,6 +845,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// The run [`Sim::decode_run`] makes, as an anchor and a number of iterations, or
     /// `None` when the run stops first (past the stop time: [`Sim::stop`]). Refuses, in
     /// reserve mode, the arrivals inside the run that the server cannot admit.
+    #[inline(always)]
     fn decode_run_plan<Q: Source>(
         &mut self,
         requests: &mut Q,
