@@ -353,6 +353,7 @@ impl Fleet {
                     0
                 } else if router.looks_at_all() {
                     seen.look_all(servers, t);
+                    seen.tell(router);
                     router.pick_all(&r, &seen.views)
                 } else {
                     router.pick(&r, n, &mut |i| seen.look(&mut *servers[i], i, t))
@@ -458,13 +459,34 @@ fn look(s: &mut dyn Server, t: f64) -> ServerView {
 struct Seen {
     views: Vec<ServerView>,
     wakes: Vec<f64>,
+    /// The servers whose view changed since the router was last told ([`Seen::tell`]),
+    /// a bit each.
+    changed: Vec<u64>,
 }
+
+/// `BIT[j]` is bit j.
+const BIT: [u64; 64] = {
+    let mut bits = [0; 64];
+    let mut j = 0;
+    while j < 64 {
+        bits[j] = 1 << j;
+        j += 1;
+    }
+    bits
+};
 
 impl Seen {
     fn new(servers: &[Box<dyn Server + '_>]) -> Seen {
+        let n = servers.len();
+        // Every view is news to the router.
+        let mut changed = vec![0u64; n.div_ceil(64)];
+        for i in 0..n {
+            changed[i / 64] |= 1 << (i % 64);
+        }
         Seen {
             views: servers.iter().map(|s| s.view()).collect(),
             wakes: servers.iter().map(|s| s.wake()).collect(),
+            changed,
         }
     }
 
@@ -481,11 +503,12 @@ impl Seen {
     /// [`Seen::look`] at every server (in index order, as a router scanning them all).
     fn look_all(&mut self, servers: &mut [Box<dyn Server + '_>], t: f64) {
         for c in 0..self.wakes.len().div_ceil(64) {
-            // The servers of this block of 64 that can have changed, as a bit mask.
-            let mut due = 0u64;
-            for (j, &w) in self.wakes[c * 64..].iter().take(64).enumerate() {
-                due |= u64::from(t >= w) << j;
-            }
+            // The servers of this block of 64 that can have changed, as a bit mask (the
+            // bits from a table, so the loop is a vector compare, mask and or).
+            let mut due = self.wakes[c * 64..]
+                .iter()
+                .zip(&BIT)
+                .fold(0, |due, (&w, &bit)| due | if t >= w { bit } else { 0 });
             while due != 0 {
                 let i = c * 64 + due.trailing_zeros() as usize;
                 due &= due - 1;
@@ -499,6 +522,18 @@ impl Seen {
     fn refresh(&mut self, s: &dyn Server, i: usize) {
         self.views[i] = s.view();
         self.wakes[i] = s.wake();
+        self.changed[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Tells the router every view that changed since it was last told.
+    fn tell(&mut self, router: &mut dyn Route) {
+        for (c, word) in self.changed.iter_mut().enumerate() {
+            while *word != 0 {
+                let i = c * 64 + word.trailing_zeros() as usize;
+                *word &= *word - 1;
+                router.view_changed(i, &self.views[i]);
+            }
+        }
     }
 }
 

@@ -254,6 +254,10 @@ struct Sim<'a, S: Scheduler> {
     /// A plan made but not yet run because its step would end past the caller's limit
     /// ([`Sim::advance`]; never set in a one-server run).
     stash: Option<Plan>,
+    /// The step `stash` makes, as worked out when it was blocked: it stays that step
+    /// until an arrival that could change it is pushed ([`Server::push`] drops it), so
+    /// running it later does not work it out again.
+    ready: Option<Ready>,
     /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
     wake: f64,
     /// The run has stopped (horizon or drain cap); what arrives later is settled by
@@ -269,6 +273,15 @@ struct Sim<'a, S: Scheduler> {
     log: events::Sink<'a>,
     /// TTFT of prefix-cache hits and misses, when the cache is on.
     prefix_acc: Option<PrefixAccumulator>,
+}
+
+/// A blocked step, worked out ([`Sim::ready`]).
+#[derive(Clone, Copy, Debug)]
+enum Ready {
+    /// A decode run of `k` iterations on `anchor`.
+    Decode { anchor: Anchor, k: u64 },
+    /// An iteration of duration `d` [s].
+    Iteration { d: f64 },
 }
 
 enum Step {
@@ -348,6 +361,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             cost: PreparedCost::new(&cfg.cost, s.max_batch).with_step_overhead(s.step_overhead_s),
             overhead: s.overhead_s,
             stash: None,
+            ready: None,
             wake: 0.0,
             stopped: false,
             work_tokens: 0,
@@ -733,8 +747,9 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             .collect();
     }
 
-    /// One iteration of any shape.
-    fn iteration<Q: Source>(&mut self, plan: Plan, requests: &mut Q, limit: f64) -> Step {
+    /// The duration of the iteration `plan` makes [s].
+    #[inline(always)]
+    fn iteration_time(&self, plan: &Plan) -> f64 {
         // Not lazy when the cost depends on context, so every kv_tokens is exact.
         let (context_tokens, max_context_tokens) = if self.context_cost {
             self.running.iter().fold((0, 0), |(sum, max), s| {
@@ -761,12 +776,21 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             },
             decode_ubatches: plan.decode_ubatches,
         };
-        let d = self.cost.iteration(&shape);
+        self.cost.iteration(&shape)
+    }
+
+    /// One iteration of any shape.
+    fn iteration<Q: Source>(&mut self, plan: Plan, requests: &mut Q, limit: f64) -> Step {
+        let d = match self.ready.take() {
+            Some(Ready::Iteration { d }) => d,
+            _ => self.iteration_time(&plan),
+        };
         let t_end = self.t + d;
         if t_end > self.stop_at {
             return self.stop();
         }
         if t_end > limit {
+            self.ready = Some(Ready::Iteration { d });
             return Step::Blocked(t_end);
         }
         self.stats.busy_s += d;
@@ -818,7 +842,15 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     }
 
     /// A run of identical pure-decode iterations, jumped in one step.
-    fn decode_run<Q: Source>(&mut self, requests: &mut Q, ubatches: u32, limit: f64) -> Step {
+    /// The run [`Sim::decode_run`] makes, as an anchor and a number of iterations, or
+    /// `None` when the run stops first (past the stop time: [`Sim::stop`]). Refuses, in
+    /// reserve mode, the arrivals inside the run that the server cannot admit.
+    #[inline(always)]
+    fn decode_run_plan<Q: Source>(
+        &mut self,
+        requests: &mut Q,
+        ubatches: u32,
+    ) -> Option<(Anchor, u64)> {
         let n = self.running.len();
         let d = self.cost.decode_step_split(n as u32, ubatches, 0);
         let a = match self.anchor {
@@ -843,7 +875,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let mut k = k.max(1);
         let h = self.stop_at;
         if at(1) > h {
-            return self.stop();
+            return None;
         }
         if self.cut || at(k) > h {
             let guess = (h - a.t0) / d - count_f64(a.iters);
@@ -890,8 +922,23 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 k = lo;
             }
         }
+        Some((a, k))
+    }
+
+    fn decode_run<Q: Source>(&mut self, requests: &mut Q, ubatches: u32, limit: f64) -> Step {
+        let n = self.running.len();
+        let (a, k) = match self.ready.take() {
+            Some(Ready::Decode { anchor, k }) => (anchor, k),
+            _ => match self.decode_run_plan(requests, ubatches) {
+                Some(run) => run,
+                None => return self.stop(),
+            },
+        };
+        let d = a.d;
+        let at = |i: u64| a.t0 + count_f64(a.iters + i) * d;
         let t_end = at(k);
         if t_end > limit {
+            self.ready = Some(Ready::Decode { anchor: a, k });
             return Step::Blocked(t_end);
         }
         if self.paged {

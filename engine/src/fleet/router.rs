@@ -92,34 +92,25 @@ impl RouterKind {
         match self {
             RouterKind::RoundRobin => Box::new(RoundRobin { next: 0 }),
             RouterKind::Random => Box::new(Random { rng: rng() }),
-            RouterKind::LeastOutstanding => Box::new(LeastBy {
-                next: 0,
-                key: |v: &ServerView| (v.outstanding, 0),
-            }),
-            RouterKind::LeastTokens => Box::new(LeastBy {
-                next: 0,
-                key: |v: &ServerView| (v.work_tokens, v.outstanding),
-            }),
+            RouterKind::LeastOutstanding => {
+                Box::new(LeastBy::new(|v: &ServerView| (v.outstanding, 0)))
+            }
+            RouterKind::LeastTokens => Box::new(LeastBy::new(|v: &ServerView| {
+                (v.work_tokens, v.outstanding)
+            })),
             RouterKind::PowerOfD { d } => Box::new(PowerOfD {
                 d: d as usize,
                 rng: rng(),
                 picks: Vec::new(),
             }),
             RouterKind::PrefixAffinity => Box::new(PrefixAffinity {
-                fallback: LeastBy {
-                    next: 0,
-                    key: |v: &ServerView| (v.outstanding, 0),
-                },
+                fallback: LeastBy::new(|v: &ServerView| (v.outstanding, 0)),
             }),
-            RouterKind::KvAware => Box::new(LeastBy {
-                next: 0,
-                // Used fraction as a 32.32 fixed-point number, so keys compare exactly.
-                key: |v: &ServerView| {
-                    let used =
-                        ((v.kv_used_blocks as u128) << 32) / v.kv_total_blocks.max(1) as u128;
-                    (used as u64, v.outstanding)
-                },
-            }),
+            // Used fraction as a 32.32 fixed-point number, so keys compare exactly.
+            RouterKind::KvAware => Box::new(LeastBy::new(|v: &ServerView| {
+                let used = ((v.kv_used_blocks as u128) << 32) / v.kv_total_blocks.max(1) as u128;
+                (used as u64, v.outstanding)
+            })),
         }
     }
 }
@@ -138,6 +129,11 @@ pub(crate) trait Route {
     fn looks_at_all(&self) -> bool {
         false
     }
+
+    /// Server `i`'s view is now `v`. A caller of [`Route::pick_all`] tells the router
+    /// every server's view before its first call and every change after, so a router may
+    /// keep what it needs of them in its own form.
+    fn view_changed(&mut self, _i: usize, _v: &ServerView) {}
 
     /// [`Route::pick`] given every server's view, as `look` would return it.
     fn pick_all(&mut self, r: &Request, views: &[ServerView]) -> usize {
@@ -172,6 +168,125 @@ impl Route for Random {
 struct LeastBy<K> {
     next: usize,
     key: K,
+    /// Each server's key packed into one number of the same order
+    /// (`major << MINOR_BITS | minor`), or [`WIDE`] when it does not fit, as
+    /// [`Route::view_changed`] last told.
+    packed: Vec<u64>,
+    /// How many entries of `packed` are [`WIDE`].
+    wide: usize,
+    /// The least of `packed` and the servers that have it (`levels[0]`) and, when `two`,
+    /// the next key up and its servers (`levels[1]`), kept as keys change while no key is
+    /// wide: when the servers of least key all leave it, the next key up is the least.
+    /// `stale` when the least is not known; [`Route::pick_all`] then rebuilds it.
+    levels: [Level; 2],
+    two: bool,
+    stale: bool,
+}
+
+/// The servers whose packed key is `key`: a bit each, and how many they are.
+#[derive(Default)]
+struct Level {
+    key: u64,
+    bits: Vec<u64>,
+    members: usize,
+}
+
+impl Level {
+    /// Only server `i` (a bit `bit` in word `c`) has `key`.
+    fn only(&mut self, key: u64, c: usize, bit: u64) {
+        self.key = key;
+        self.bits.fill(0);
+        self.bits[c] = bit;
+        self.members = 1;
+    }
+
+    fn add(&mut self, c: usize, bit: u64) {
+        self.bits[c] |= bit;
+        self.members += 1;
+    }
+
+    fn remove(&mut self, c: usize, bit: u64) {
+        self.bits[c] &= !bit;
+        self.members -= 1;
+    }
+}
+
+/// Bits of a packed key's minor part.
+const MINOR_BITS: u32 = 24;
+/// A key too large to pack.
+const WIDE: u64 = u64::MAX;
+
+/// `(major, minor)` as one number of the same order, or [`WIDE`] when it does not fit
+/// (every packed key is below [`WIDE`]).
+#[inline]
+fn pack((major, minor): (u64, u64)) -> u64 {
+    if major < (1 << (64 - MINOR_BITS)) - 1 && minor < 1 << MINOR_BITS {
+        major << MINOR_BITS | minor
+    } else {
+        WIDE
+    }
+}
+
+impl<K> LeastBy<K> {
+    fn new(key: K) -> LeastBy<K> {
+        LeastBy {
+            next: 0,
+            key,
+            packed: Vec::new(),
+            wide: 0,
+            levels: Default::default(),
+            two: false,
+            stale: true,
+        }
+    }
+
+    /// The least packed key and the servers that have it, from the keys (one pass).
+    fn rebuild(&mut self) {
+        let (mut least, mut members) = (WIDE, 0);
+        let words = self.packed.len().div_ceil(64);
+        for level in &mut self.levels {
+            level.bits.clear();
+            level.bits.resize(words, 0);
+        }
+        let at_least = &mut self.levels[0].bits;
+        for (c, chunk) in self.packed.chunks(64).enumerate() {
+            let mut bits = 0u64;
+            for (j, &k) in chunk.iter().enumerate() {
+                if k <= least {
+                    if k < least {
+                        least = k;
+                        members = 0;
+                        bits = 0;
+                        at_least[..c].fill(0);
+                    }
+                    bits |= 1 << j;
+                    members += 1;
+                }
+            }
+            at_least[c] = bits;
+        }
+        self.levels[0].key = least;
+        self.levels[0].members = members;
+        self.two = false;
+        self.stale = false;
+    }
+
+    /// The first server of least key from `start` on, wrapping round.
+    fn first_least_from(&self, start: usize) -> usize {
+        let at_least = &self.levels[0].bits;
+        let (c0, j0) = (start / 64, start % 64);
+        let from = at_least[c0] & (u64::MAX << j0);
+        if from != 0 {
+            return c0 * 64 + from.trailing_zeros() as usize;
+        }
+        for c in (c0 + 1..at_least.len()).chain(0..=c0) {
+            let bits = at_least[c];
+            if bits != 0 {
+                return c * 64 + bits.trailing_zeros() as usize;
+            }
+        }
+        unreachable!("some server has the least key")
+    }
 }
 
 impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
@@ -195,28 +310,87 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
         true
     }
 
+    #[inline]
+    fn view_changed(&mut self, i: usize, v: &ServerView) {
+        if i >= self.packed.len() {
+            self.wide += i + 1 - self.packed.len();
+            self.packed.resize(i + 1, WIDE);
+            self.stale = true;
+        }
+        let k = pack((self.key)(v));
+        let old = self.packed[i];
+        self.wide = self.wide + usize::from(k == WIDE) - usize::from(old == WIDE);
+        self.packed[i] = k;
+        if self.stale || k == old {
+            return;
+        }
+        let (c, bit) = (i / 64, 1u64 << (i % 64));
+        // Server i leaves its old key's level, if known.
+        if old == self.levels[0].key {
+            self.levels[0].remove(c, bit);
+            if self.levels[0].members == 0 {
+                if !self.two {
+                    // The new least is unknown.
+                    self.stale = true;
+                    return;
+                }
+                self.levels.swap(0, 1);
+                self.two = false;
+            }
+        } else if self.two && old == self.levels[1].key {
+            self.levels[1].remove(c, bit);
+            self.two = self.levels[1].members > 0;
+        }
+        // And joins its new key's, if known.
+        if k < self.levels[0].key {
+            // The old least is the next key up, with all its servers.
+            self.levels.swap(0, 1);
+            self.two = true;
+            self.levels[0].only(k, c, bit);
+        } else if k == self.levels[0].key {
+            self.levels[0].add(c, bit);
+        } else if self.two {
+            if k < self.levels[1].key {
+                self.levels[1].only(k, c, bit);
+            } else if k == self.levels[1].key {
+                self.levels[1].add(c, bit);
+            }
+        }
+    }
+
     /// The same scan as [`Route::pick`]: from `start` to the end, then from 0, the first
-    /// least key winning (keys compared as one 128-bit number, the same order).
+    /// least key winning. On packed keys: the first server in that order among those of
+    /// least key (kept as keys change); else keys compared as one 128-bit number (the
+    /// same order).
     fn pick_all(&mut self, _: &Request, views: &[ServerView]) -> usize {
-        let key = |v: &ServerView| {
-            let (a, b) = (self.key)(v);
-            u128::from(a) << 64 | u128::from(b)
-        };
         let start = self.next % views.len();
-        let (head, tail) = views.split_at(start);
-        let (mut best, mut best_key) = (start, key(&tail[0]));
-        for (i, v) in tail.iter().enumerate().skip(1) {
-            let k = key(v);
-            if k < best_key {
-                (best, best_key) = (start + i, k);
+        let best = if self.wide == 0 && self.packed.len() == views.len() {
+            if self.stale {
+                self.rebuild();
             }
-        }
-        for (i, v) in head.iter().enumerate() {
-            let k = key(v);
-            if k < best_key {
-                (best, best_key) = (i, k);
+            self.first_least_from(start)
+        } else {
+            self.stale = true;
+            let key = |v: &ServerView| {
+                let (a, b) = (self.key)(v);
+                u128::from(a) << 64 | u128::from(b)
+            };
+            let (head, tail) = views.split_at(start);
+            let (mut best, mut best_key) = (start, key(&tail[0]));
+            for (i, v) in tail.iter().enumerate().skip(1) {
+                let k = key(v);
+                if k < best_key {
+                    (best, best_key) = (start + i, k);
+                }
             }
-        }
+            for (i, v) in head.iter().enumerate() {
+                let k = key(v);
+                if k < best_key {
+                    (best, best_key) = (i, k);
+                }
+            }
+            best
+        };
         self.next = best + 1;
         best
     }
@@ -276,5 +450,54 @@ impl Route for PowerOfD {
             }
         }
         best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    /// `pick_all` on the keys a router keeps picks what `pick`'s scan of every view
+    /// picks, through ties, keys that rise and fall, several words of servers, and keys
+    /// too wide to pack.
+    #[test]
+    fn pick_all_on_kept_keys_is_the_scan() {
+        let r = Request {
+            id: 0,
+            arrival: 0.0,
+            prompt: 1,
+            output: 1,
+            class: 0,
+            group: 0,
+            conv: 0,
+        };
+        for n in [2, 5, 64, 65, 130] {
+            for kind in [RouterKind::LeastOutstanding, RouterKind::LeastTokens] {
+                let mut rng = Pcg64Mcg::seed_from_u64(n as u64);
+                let mut views = vec![ServerView::default(); n];
+                let (mut kept, mut scan) = (kind.build(1), kind.build(1));
+                for (i, v) in views.iter().enumerate() {
+                    kept.view_changed(i, v);
+                }
+                for _ in 0..3000 {
+                    for _ in 0..rng.random_range(0..4) {
+                        let i = rng.random_range(0..n);
+                        views[i].outstanding = rng.random_range(0..4);
+                        views[i].work_tokens = if rng.random_range(0..50) == 0 {
+                            1 << 41
+                        } else {
+                            rng.random_range(0..6)
+                        };
+                        kept.view_changed(i, &views[i]);
+                    }
+                    let best = kept.pick_all(&r, &views);
+                    assert_eq!(best, scan.pick(&r, n, &mut |i| views[i]), "{kind:?}, {n}");
+                    views[best].outstanding += 1;
+                    views[best].work_tokens += 2;
+                    kept.view_changed(best, &views[best]);
+                }
+            }
+        }
     }
 }

@@ -106,7 +106,9 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
         let entry = r.arrival + self.sim.overhead;
         self.inbox.push(r);
         if entry < self.sim.wake {
+            // It may fall inside the step worked out for the wake.
             self.sim.wake = entry;
+            self.sim.ready = None;
         }
     }
 
