@@ -112,8 +112,9 @@ fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
 fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
     let _live = crate::common::live();
     let dir: PathBuf = match std::env::var_os("KVQUEUE_PREFIX_OUT") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::temp_dir().join(format!("kvq-prefix-live-{}", std::process::id())),
+        // relative to the repository root (tests run in bench-native/)
+        Some(d) if !d.is_empty() => crate::common::repo_root().join(d),
+        _ => std::env::temp_dir().join(format!("kvq-prefix-live-{}", std::process::id())),
     };
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -281,10 +282,13 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
             r.predicted_hit
         );
     }
+    // 15 % plus twice the repeated setting's difference, as the slot-cache and fleet
+    // tests bound theirs: the prediction is scored against one noisy measurement.
     assert!(
-        median <= 0.15,
-        "mean TTFT off by {:.1} % (median)\n{md}",
-        median * 100.0
+        median <= 0.15 + 2.0 * noise,
+        "mean TTFT off by {:.1} % (median), over 15 % + 2 × {:.1} %\n{md}",
+        median * 100.0,
+        noise * 100.0
     );
     // The conversations' bound: 35 % plus twice the repeated setting's difference, as the
     // slot-cache test bounds its own (the report gives the error against 15 %).
