@@ -11,6 +11,7 @@
 //! A module per subject; add a file here and one `mod` line below.
 
 mod balancer;
+mod cache_live;
 mod cli;
 mod client_capability;
 mod common;

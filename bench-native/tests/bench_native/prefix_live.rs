@@ -13,6 +13,7 @@
 //!
 //! Also: today's `run` traffic (no --system-prompt) gets no hit at all.
 
+use crate::cache_live::{report, requests, settings, Row};
 use crate::common::{bin, run_ok};
 use crate::vllm_live::Vllm;
 use serde_json::Value;
@@ -26,26 +27,15 @@ const OWN: u32 = 32;
 const OUTPUT: u32 = 16;
 const RATE: &str = "2";
 const DURATION_S: f64 = 40.0;
-/// Conversations of 4 turns on average, at most 8, as in the llama.cpp slot test.
-const CHATS: &str = "4:8:1";
 
 fn json_file(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
-/// One setting, measured and simulated.
-struct Row {
-    name: String,
-    measured_hit: f64,
-    predicted_hit: f64,
-    measured_ttft: f64,
-    predicted_ttft: f64,
-}
-
 /// `run` of `extra` (the traffic) on `v` into `dir`; the prefix-cache counters'
 /// increments (queries, hits) [tokens] and the run's mean TTFT [s]. Every prompt is as
 /// long as asked, and the requests' own cached counts add up to the counters' hits.
-fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
+fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64, Option<f64>) {
     let (q0, h0) = (
         v.metric("vllm:prefix_cache_queries_total"),
         v.metric("vllm:prefix_cache_hits_total"),
@@ -76,23 +66,7 @@ fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
         v.metric("vllm:prefix_cache_queries_total"),
         v.metric("vllm:prefix_cache_hits_total"),
     );
-    let csv = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
-    let mut lines = csv.lines();
-    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |k: &str| head.iter().position(|h| *h == k).unwrap();
-    let (want, got, cached) = (
-        col("target_prompt_tokens"),
-        col("prompt_tokens"),
-        col("cached_tokens"),
-    );
-    let mut hits = 0.0;
-    for l in lines {
-        let f: Vec<&str> = l.split(',').collect();
-        assert_eq!(f[want], f[got], "exact prompt length: {l}");
-        hits += f[cached]
-            .parse::<f64>()
-            .expect("vLLM reports cached_tokens");
-    }
+    let (_, _, hits) = requests(dir);
     assert_eq!(
         hits,
         h1 - h0,
@@ -104,6 +78,7 @@ fn measure(v: &Vllm, dir: &Path, seed: u64, extra: &[&str]) -> (f64, f64, f64) {
         q1 - q0,
         h1 - h0,
         s["summary"]["ttft"]["mean"].as_f64().unwrap(),
+        s["prefix_cache"]["ttft_hit"]["mean"].as_f64(),
     )
 }
 
@@ -129,7 +104,7 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
     );
 
     // Today's traffic, no shared prompts: not one hit.
-    let (q, h, _) = measure(&v, &dir.join("plain"), 0, &["--rate", RATE]);
+    let (q, h, _, _) = measure(&v, &dir.join("plain"), 0, &["--rate", RATE]);
     assert!(q > 0.0, "the counters moved: {q} tokens queried");
     assert_eq!(h, 0.0, "{h} of {q} prompt tokens hit with no shared prefix");
 
@@ -150,59 +125,14 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
         ],
     );
 
-    // Settings: (name, the traffic's flags for both `run` and `simulate`, seed). Every run
-    // has its own seed, so its texts are its own: nothing is cached from an earlier run.
-    // The first four are independent requests behind shared system prompts, the rest
-    // conversations of closed-loop users.
-    let settings: [(&str, &[&str], u64); 7] = [
-        (
-            "1x256 at 0.5",
-            &["--rate", RATE, "--system-prompt", "1:0.5:256"],
-            1,
-        ),
-        (
-            "4x256 at 0.8",
-            &["--rate", RATE, "--system-prompt", "4:0.8:256"],
-            2,
-        ),
-        (
-            "16x384 at 1.0",
-            &["--rate", RATE, "--system-prompt", "16:1:384"],
-            3,
-        ),
-        (
-            "4x256 at 0.8, again",
-            &["--rate", RATE, "--system-prompt", "4:0.8:256"],
-            4,
-        ),
-        (
-            "4 users' chats",
-            &["--users", "4", "--think", "0.5", "--conversations", CHATS],
-            5,
-        ),
-        (
-            "12 users' chats",
-            &["--users", "12", "--think", "0.5", "--conversations", CHATS],
-            6,
-        ),
-        (
-            "8 users' chats after 1x256",
-            &[
-                "--users",
-                "8",
-                "--think",
-                "0.5",
-                "--conversations",
-                CHATS,
-                "--system-prompt",
-                "1:1:256",
-            ],
-            7,
-        ),
-    ];
+    let settings = settings(
+        RATE,
+        ["1:0.5:256", "4:0.8:256", "16:1:384"],
+        ["4", "12", "8"],
+    );
     let mut rows = Vec::new();
     for (name, traffic, seed) in settings {
-        let (q, h, ttft) = measure(&v, &dir.join(format!("run-{seed}")), seed, traffic);
+        let (q, h, ttft, hit_ttft) = measure(&v, &dir.join(format!("run-{seed}")), seed, &traffic);
         let sim: Value = serde_json::from_str(&run_ok(
             bin()
                 .args(["simulate", "--json", "--preset", "vllm-v1"])
@@ -216,7 +146,7 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
                 ])
                 .args(["--kv", &(blocks * block).to_string()])
                 .args(["--block-size", &block.to_string(), "--prefix-cache", "apc"])
-                .args(traffic)
+                .args(&traffic)
                 .args(["--lengths", "fixed"])
                 .args([
                     "--prompt",
@@ -230,7 +160,7 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
         ))
         .unwrap();
         rows.push(Row {
-            name: name.to_string(),
+            name,
             measured_hit: h / q,
             predicted_hit: sim["prefix_cache"]["token_hit_rate"].as_f64().unwrap(),
             measured_ttft: ttft,
@@ -238,39 +168,13 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
             predicted_ttft: sim.get("summary").unwrap_or(&sim)["ttft"]["mean"]
                 .as_f64()
                 .unwrap(),
+            measured_hit_ttft: hit_ttft,
+            predicted_hit_ttft: sim["prefix_cache"]["ttft_hit"]["mean"].as_f64(),
         });
     }
 
-    let mut md = String::from(
-        "| setting | hit rate measured | predicted | mean TTFT measured [ms] | predicted [ms] | error |\n|---|---:|---:|---:|---:|---:|\n",
-    );
-    let mut errs = Vec::new();
-    for r in &rows {
-        let e = r.predicted_ttft / r.measured_ttft - 1.0;
-        errs.push(e.abs());
-        md.push_str(&format!(
-            "| {} | {:.3} | {:.3} | {:.1} | {:.1} | {:+.1} % |\n",
-            r.name,
-            r.measured_hit,
-            r.predicted_hit,
-            r.measured_ttft * 1e3,
-            r.predicted_ttft * 1e3,
-            e * 100.0
-        ));
-    }
-    let mut chat_errs = errs.split_off(4);
-    chat_errs.sort_by(f64::total_cmp);
-    let chat_median = chat_errs[1];
-    errs.truncate(3);
-    errs.sort_by(f64::total_cmp);
-    let median = errs[1];
-    let noise = (rows[3].measured_ttft / rows[1].measured_ttft - 1.0).abs();
-    md.push_str(&format!(
-        "\nmedian |error| of mean TTFT over the three prefix settings {:.1} %, over the three conversation settings {:.1} % (target 15 %); the repeated setting's measured mean TTFT differs by {:.1} %; KV {blocks} blocks of {block} tokens\n",
-        median * 100.0,
-        chat_median * 100.0,
-        noise * 100.0
-    ));
+    let r = report(&rows, &format!("KV {blocks} blocks of {block} tokens"));
+    let (md, median, chat_median, noise) = (r.md, r.prefix_median, r.chat_median, r.ttft_noise);
     std::fs::write(dir.join("prefix.md"), &md).unwrap();
     eprintln!("{md}");
     for r in &rows {
