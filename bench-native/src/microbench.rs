@@ -825,6 +825,14 @@ impl MicrobenchArgs {
                     self.server.timeout
                 )
             })?;
+        if self.cached_prefixes.contains(&0) || self.cached_chunk == 0 {
+            anyhow::bail!(
+                "--cached-prefixes and --cached-chunk must be ≥ 1 token (got {:?} and {}): \
+                 the probe sends a prefix, then new tokens after it",
+                self.cached_prefixes,
+                self.cached_chunk
+            );
+        }
         Ok(MicrobenchConfig {
             endpoint: self.server.endpoint(),
             prompt_lengths: self.prompt_lengths.clone(),
@@ -848,7 +856,7 @@ impl MicrobenchArgs {
             long_prompt: self.long_prompt,
             decode_rounds: self.decode_rounds,
             cached_prefixes: self.cached_prefixes.clone(),
-            cached_chunk: self.cached_chunk.max(1),
+            cached_chunk: self.cached_chunk,
         })
     }
 }

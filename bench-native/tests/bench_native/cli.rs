@@ -449,6 +449,29 @@ fn microbench_refuses_a_timeout_that_is_no_time() {
     }
 }
 
+/// `microbench --cached-prefixes` and `--cached-chunk` of 0 tokens are refused before any
+/// server is reached.
+#[test]
+fn microbench_refuses_an_empty_cached_prefix_or_chunk() {
+    for flags in [
+        &["--cached-prefixes", "0,256"][..],
+        &["--cached-prefixes", "256", "--cached-chunk", "0"],
+    ] {
+        let mut argv = vec!["microbench"];
+        argv.extend(flags);
+        let Command::Microbench(a) = parse(&argv) else {
+            panic!("not microbench")
+        };
+        let e = format!("{:#}", a.config().expect_err("refused"));
+        assert!(e.contains("must be ≥ 1 token"), "{flags:?}: {e}");
+    }
+    let Command::Microbench(a) = parse(&["microbench", "--cached-prefixes", "128,512"]) else {
+        panic!("not microbench")
+    };
+    let c = a.config().unwrap();
+    assert_eq!((c.cached_prefixes, c.cached_chunk), (vec![128, 512], 32));
+}
+
 /// The shipped samples of `data/traces/` import by their columns, detected or named with
 /// `--trace-format`, and a broken line is named.
 #[test]
