@@ -312,7 +312,15 @@ pub async fn microbench(
     let ep = Endpoint::connect(&cfg.endpoint)
         .await?
         .without_connection_reuse()?;
-    let longest = cfg.prompt_lengths.iter().copied().max().unwrap_or(1) as u64 + 1;
+    // the longest prompt with one output token (a cached-prefix probe's second prompt too)
+    let longest = cfg
+        .prompt_lengths
+        .iter()
+        .copied()
+        .chain(cfg.cached_prefixes.iter().map(|p| p + cfg.cached_chunk))
+        .max()
+        .unwrap_or(1) as u64
+        + 1;
     let decode_prompt = cfg.long_prompt.unwrap_or(0).max(cfg.decode_prompt);
     ep.check_fits(longest.max(decode_prompt as u64 + cfg.decode_tokens as u64))?;
     let mut prompts = PromptBuilder::new(cfg.chars_per_token);
@@ -482,8 +490,6 @@ pub async fn microbench(
     })
 }
 
-/// One decode measurement: `n` streams (in `slots`, if given) of a `prompt`-token prompt
-/// started together; the gaps between consecutive chunks while all of them decode [s].
 /// The cached-prefix probe: per prefix, `repeats` times, a prompt of the prefix (to fill
 /// a slot) and then the same prompt with `cached_chunk` new tokens, with the prefix cache
 /// on; the second one's TTFT, the server's prompt time and its cached count.
@@ -562,6 +568,8 @@ async fn cached_probe(
     Ok(points)
 }
 
+/// One decode measurement: `n` streams (in `slots`, if given) of a `prompt`-token prompt
+/// started together; the gaps between consecutive chunks while all of them decode [s].
 #[allow(clippy::too_many_arguments)]
 async fn decode_gaps(
     cfg: &MicrobenchConfig,
