@@ -395,14 +395,13 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
     }
     rows.extend(mixed.iter().map(|&(n, c, p, ctx, y, w)| {
         let ctx = if with_context { ctx } else { 0.0 };
-        let beside_decodes = if n > 0.0 { c as f64 } else { 0.0 };
         (
-            [1.0, c as f64, n, ctx, pairs(p, c), beside_decodes],
+            [1.0, c as f64, n, ctx, pairs(p, c), beside_decodes(n, c)],
             y,
             w / y,
         )
     }));
-    let with_mixed = mixed.iter().filter(|m| m.0 > 0.0).count() >= 2;
+    let with_mixed = mixed_identified(&mixed);
     let k = 3 + with_context as usize + with_attn as usize + with_mixed as usize;
     if rows.len() < k {
         return Err(FitError::TooFew(format!(
@@ -498,6 +497,22 @@ fn residual_name(streams: f64, chunk: u32) -> String {
     } else {
         format!("cached_{chunk}_new_tokens_at_prefix")
     }
+}
+
+/// The prompt tokens of a mixed row that share the iteration with decodes (`βmix`'s
+/// column): its chunk beside `streams` > 0 decodes, none in a lone prompt after a cached
+/// prefix.
+fn beside_decodes(streams: f64, chunk: u32) -> f64 {
+    if streams > 0.0 {
+        f64::from(chunk)
+    } else {
+        0.0
+    }
+}
+
+/// Whether `βmix` is identifiable: two or more mixed rows with decodes.
+fn mixed_identified(mixed: &[MixedRow]) -> bool {
+    mixed.iter().filter(|m| m.0 > 0.0).count() >= 2
 }
 
 /// Mixed-probe rows as `fit` prepares them: (streams, chunk, prefix, context over the
@@ -628,13 +643,13 @@ fn fit_ubatch(
                 let base = base_model.iteration(&shape(n, c, ctx, 0));
                 let mut x = [0.0; COLS];
                 x[4] = pairs(p, c);
-                x[5] = if n > 0.0 { c as f64 } else { 0.0 };
+                x[5] = beside_decodes(n, c);
                 (x, y - base, w / y)
             })
             .collect();
         let mut free = [false; COLS];
         free[4] = with_attn;
-        free[5] = mixed.iter().any(|m| m.0 > 0.0);
+        free[5] = mixed_identified(mixed);
         if let Some(b) = nonneg_fit(&rows, free) {
             model.beta_attn = b[4];
             model.beta_mixed = b[5];
