@@ -445,20 +445,27 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
     let (vr, vl, vp) = (values(&rr, 0), values(&lc, 0), values(&rr_as_lc, 0));
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    // "rr₁ / rr₂ → lc₁ / lc₂" [ms]
+    let rounds = |r: &[f64], l: &[f64]| {
+        format!(
+            "{:.0} / {:.0} → {:.0} / {:.0}",
+            r[0] * 1e3,
+            r[1] * 1e3,
+            l[0] * 1e3,
+            l[1] * 1e3
+        )
+    };
     let mut predicted_change = Vec::new();
     for (i, r) in rr.rates.iter().enumerate() {
         let ((pr, mr), (_, ml), (pl, _)) = (&vr[i], &vl[i], &vp[i]);
         let (dp, dm) = (pl / pr - 1.0, mean(ml) / mean(mr) - 1.0);
         let _ = writeln!(
             md,
-            "| {} | {:.0} → {:.0} | {:.0} / {:.0} → {:.0} / {:.0} | {:+.1} % | {:+.1} % |",
+            "| {} | {:.0} → {:.0} | {} | {:+.1} % | {:+.1} % |",
             r.rate,
             pr * 1e3,
             pl * 1e3,
-            mr[0] * 1e3,
-            mr[1] * 1e3,
-            ml[0] * 1e3,
-            ml[1] * 1e3,
+            rounds(mr, ml),
             dp * 100.0,
             dm * 100.0,
         );
@@ -490,11 +497,8 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
             .max(((ml[1] - ml[0]) / ml[0]).abs());
         let _ = writeln!(
             md,
-            "| {rate} | {:.0} / {:.0} → {:.0} / {:.0} | {:+.1} % | {:+.1} % | {:.1} % |",
-            mr[0] * 1e3,
-            mr[1] * 1e3,
-            ml[0] * 1e3,
-            ml[1] * 1e3,
+            "| {rate} | {} | {:+.1} % | {:+.1} % | {:.1} % |",
+            rounds(mr, ml),
             dp * 100.0,
             dm * 100.0,
             noise * 100.0
