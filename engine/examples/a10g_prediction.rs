@@ -10,12 +10,16 @@
 //! from the data (the measured decode steps minus that forward pass).
 //!
 //! Prints CSV (means over 3 seeds, 600 s of arrivals each, drained) to stdout and a check
-//! against the measured facts to stderr:
+//! against the measured facts to stderr. Then, to stderr, the same server run as the
+//! serving sweep's benchmark was run (`engine::benchmark`): 300 prompts after 8 warm-ups,
+//! the ShareGPT pairs in the table's order, Poisson sends as `vllm bench serve` spaces
+//! them, each metric over the benchmark's own window (first send to last token), 5 seeds:
 //!
 //! ```text
 //! cargo run --release -p engine --example a10g_prediction > results/a10g_vllm/predicted.csv
 //! ```
 
+use engine::benchmark::{BenchmarkRun, Schedule};
 use engine::cost::overheads::{a10g_overheads, forward_pass_roofline};
 use engine::cost::{CostModel, RooflineCost, TableCost};
 use engine::SimConfig;
@@ -122,5 +126,78 @@ fn main() {
         eprintln!("  max mean TTFT {:.1} ms [< 61 ms]", ttft_mean_hi * 1e3);
         eprintln!("  max p99 TTFT {:.1} ms [< 185 ms]", ttft_p99_hi * 1e3);
         eprintln!("  preemptions {pre} [0]");
+    }
+    as_run(&costs[2..]);
+}
+
+/// The serving sweep's benchmark as it was run, beside 600 s of open arrivals: completed
+/// req/s is counted over a window that holds the drain of the last requests.
+fn as_run(costs: &[(&str, CostModel, f64, f64)]) {
+    const PROMPTS: usize = 300;
+    const BENCH_SEEDS: [u64; 5] = [0, 1, 2, 3, 4];
+    let run = |rate: f64| BenchmarkRun {
+        requests: PROMPTS,
+        warmups: 8,
+        rate,
+        burstiness: 1.0,
+        schedule: Schedule::VllmNormalized,
+        max_concurrency: None,
+        lengths: engine::data::sharegpt_pairs()[..PROMPTS].to_vec(),
+        fixed_times: None,
+    };
+    eprintln!(
+        "\nthe benchmark as run ({PROMPTS} prompts, 8 warm-ups, max_num_seqs 128, KV 565,904), \
+         mean over {} seeds [range]; `open` = 600 s of Poisson arrivals, drained:",
+        BENCH_SEEDS.len()
+    );
+    eprintln!(
+        "| cost | rate [req/s] | completed req/s | open | mean TTFT [ms] | open | p99 TTFT [ms] | mean TPOT [ms] |"
+    );
+    eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (cost_name, cost, front_end_s, step_s) in costs {
+        for rate in RATES {
+            let mut base = SimConfig::vllm_like(rate);
+            base.server.max_batch = 128;
+            base.server.kv_tokens = 565_904;
+            base.cost = cost.clone();
+            base.server.overhead_s = *front_end_s;
+            base.server.step_overhead_s = *step_s;
+            let seeds: Vec<engine::metrics::Summary> = BENCH_SEEDS
+                .iter()
+                .map(|&seed| {
+                    engine::benchmark::simulate(&run(rate), &base, seed).expect("valid run")
+                })
+                .collect();
+            let open: Vec<engine::metrics::Summary> = SEEDS
+                .iter()
+                .map(|&seed| {
+                    let mut c = base.clone();
+                    c.seed = seed;
+                    engine::sim::simulate(&c).expect("valid config").summary
+                })
+                .collect();
+            let stat = |v: &[engine::metrics::Summary],
+                        f: &dyn Fn(&engine::metrics::Summary) -> f64| {
+                let x: Vec<f64> = v.iter().map(f).collect();
+                let mean = x.iter().sum::<f64>() / x.len() as f64;
+                let (lo, hi) = x
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
+                (mean, lo, hi)
+            };
+            let rps = stat(&seeds, &|s| s.throughput_rps);
+            let ttft = stat(&seeds, &|s| s.ttft.mean.unwrap_or(f64::NAN) * 1e3);
+            let p99 = stat(&seeds, &|s| s.ttft.p99.unwrap_or(f64::NAN) * 1e3);
+            let tpot = stat(&seeds, &|s| s.tpot.mean.unwrap_or(f64::NAN) * 1e3);
+            eprintln!(
+                "| {cost_name} | {rate} | {:.2} [{:.2}–{:.2}] | {:.2} | {:.1} [{:.1}–{:.1}] | {:.1} | {:.0} [{:.0}–{:.0}] | {:.2} |",
+                rps.0, rps.1, rps.2,
+                stat(&open, &|s| s.throughput_rps).0,
+                ttft.0, ttft.1, ttft.2,
+                stat(&open, &|s| s.ttft.mean.unwrap_or(f64::NAN) * 1e3).0,
+                p99.0, p99.1, p99.2,
+                tpot.0,
+            );
+        }
     }
 }
