@@ -494,8 +494,7 @@ impl Seen {
     #[inline]
     fn look(&mut self, s: &mut dyn Server, i: usize, t: f64) -> ServerView {
         if t >= self.wakes[i] {
-            s.advance(t);
-            self.refresh(s, i);
+            self.store(i, s.advance_view(t));
         }
         self.views[i]
     }
@@ -512,16 +511,21 @@ impl Seen {
             while due != 0 {
                 let i = c * 64 + due.trailing_zeros() as usize;
                 due &= due - 1;
-                servers[i].advance(t);
-                self.refresh(&*servers[i], i);
+                self.store(i, servers[i].advance_view(t));
             }
         }
     }
 
     #[inline]
     fn refresh(&mut self, s: &dyn Server, i: usize) {
-        self.views[i] = s.view();
-        self.wakes[i] = s.wake();
+        self.store(i, (s.view(), s.wake()));
+    }
+
+    /// Server `i`'s view and wake are now `(view, wake)`.
+    #[inline]
+    fn store(&mut self, i: usize, (view, wake): (ServerView, f64)) {
+        self.views[i] = view;
+        self.wakes[i] = wake;
         self.changed[i / 64] |= 1 << (i % 64);
     }
 

@@ -177,7 +177,7 @@ struct LeastBy<K> {
     /// The least of `packed` and the servers that have it (`levels[0]`) and, when `two`,
     /// the next key up and its servers (`levels[1]`), kept as keys change while no key is
     /// wide: when the servers of least key all leave it, the next key up is the least.
-    /// `stale` when the least is not known; [`Route::pick_all`] then rebuilds it.
+    /// `stale` when the least is not known; [`Route::pick_all`] then rebuilds both.
     levels: [Level; 2],
     two: bool,
     stale: bool,
@@ -240,34 +240,51 @@ impl<K> LeastBy<K> {
         }
     }
 
-    /// The least packed key and the servers that have it, from the keys (one pass).
+    /// The least packed key and the next key up, each with the servers that have it, from
+    /// the keys (one pass).
     fn rebuild(&mut self) {
-        let (mut least, mut members) = (WIDE, 0);
         let words = self.packed.len().div_ceil(64);
         for level in &mut self.levels {
             level.bits.clear();
             level.bits.resize(words, 0);
         }
-        let at_least = &mut self.levels[0].bits;
+        let [first, second] = &mut self.levels;
+        let (mut k0, mut k1) = (WIDE, WIDE);
+        let (mut m0, mut m1) = (0, 0);
         for (c, chunk) in self.packed.chunks(64).enumerate() {
-            let mut bits = 0u64;
+            let (mut b0, mut b1) = (0u64, 0u64);
             for (j, &k) in chunk.iter().enumerate() {
-                if k <= least {
-                    if k < least {
-                        least = k;
-                        members = 0;
-                        bits = 0;
-                        at_least[..c].fill(0);
+                if k > k1 {
+                    continue;
+                }
+                let bit = 1 << j;
+                if k < k0 {
+                    // The least so far becomes the next key up.
+                    (k1, m1, b1) = (k0, m0, b0);
+                    (k0, m0, b0) = (k, 1, bit);
+                    if c > 0 {
+                        second.bits[..c].copy_from_slice(&first.bits[..c]);
+                        first.bits[..c].fill(0);
                     }
-                    bits |= 1 << j;
-                    members += 1;
+                } else if k == k0 {
+                    b0 |= bit;
+                    m0 += 1;
+                } else if k < k1 {
+                    (k1, m1, b1) = (k, 1, bit);
+                    if c > 0 {
+                        second.bits[..c].fill(0);
+                    }
+                } else {
+                    b1 |= bit;
+                    m1 += 1;
                 }
             }
-            at_least[c] = bits;
+            first.bits[c] = b0;
+            second.bits[c] = b1;
         }
-        self.levels[0].key = least;
-        self.levels[0].members = members;
-        self.two = false;
+        (first.key, first.members) = (k0, m0);
+        (second.key, second.members) = (k1, m1);
+        self.two = m1 > 0;
         self.stale = false;
     }
 
@@ -327,6 +344,12 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
         let (c, bit) = (i / 64, 1u64 << (i % 64));
         // Server i leaves its old key's level, if known.
         if old == self.levels[0].key {
+            if k < old && self.levels[0].members == 1 {
+                // It alone had the least key and goes lower: still the least, and the
+                // next key up stays the next.
+                self.levels[0].key = k;
+                return;
+            }
             self.levels[0].remove(c, bit);
             if self.levels[0].members == 0 {
                 if !self.two {

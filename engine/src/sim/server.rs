@@ -49,6 +49,9 @@ pub(crate) trait Server {
     fn advance(&mut self, limit: f64);
     /// The earliest limit at which [`Server::advance`] can change anything [s].
     fn wake(&self) -> f64;
+    /// [`Server::advance`], then [`Server::view`] and [`Server::wake`] (one call for a
+    /// fleet that moves a server and looks at it).
+    fn advance_view(&mut self, limit: f64) -> (ServerView, f64);
     /// Whether the server has nothing to do and no request waiting to enter.
     fn idle(&self) -> bool;
     fn view(&self) -> ServerView;
@@ -112,6 +115,7 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
         }
     }
 
+    #[inline]
     fn advance(&mut self, limit: f64) {
         if limit >= self.sim.wake {
             self.halt = self.sim.advance(&mut self.inbox, limit);
@@ -122,10 +126,16 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
         self.sim.wake
     }
 
+    fn advance_view(&mut self, limit: f64) -> (ServerView, f64) {
+        self.advance(limit);
+        (self.view(), self.sim.wake)
+    }
+
     fn idle(&self) -> bool {
         self.halt == Halt::Idle && self.inbox.len() == 0
     }
 
+    #[inline]
     fn view(&self) -> ServerView {
         let sim = &self.sim;
         ServerView {
