@@ -27,6 +27,20 @@ use engine::SimConfig;
 const RATES: [f64; 6] = [0.5, 1.0, 2.0, 4.0, 6.0, 8.0];
 const SEEDS: [u64; 3] = [0, 1, 2];
 
+/// (name, cost, front end [s], step overhead [s])
+type Cost<'a> = (&'a str, CostModel, f64, f64);
+
+/// The A10G server at `rate` with `cost`, max_num_seqs `max_seqs` and `kv` tokens of KV.
+fn server((_, cost, front_end_s, step_s): &Cost, rate: f64, max_seqs: u32, kv: u64) -> SimConfig {
+    let mut cfg = SimConfig::vllm_like(rate);
+    cfg.server.max_batch = max_seqs;
+    cfg.server.kv_tokens = kv;
+    cfg.cost = cost.clone();
+    cfg.server.overhead_s = *front_end_s;
+    cfg.server.step_overhead_s = *step_s;
+    cfg
+}
+
 fn main() {
     let oh = a10g_overheads();
     eprintln!(
@@ -34,8 +48,7 @@ fn main() {
         oh.front_end_s * 1e3,
         oh.step_s * 1e3
     );
-    // (name, cost, front end [s], step overhead [s])
-    let costs = [
+    let costs: [Cost; 4] = [
         (
             "table",
             CostModel::Table(TableCost::a10g_qwen_1_5b()),
@@ -66,7 +79,11 @@ fn main() {
          ttft_mean_s,ttft_p50_s,ttft_p99_s,tpot_mean_s,tpot_p50_s,tpot_p99_s,itl_max_p99_s,\
          e2e_mean_s,preemptions"
     );
-    for (cost_name, cost, front_end_s, step_s) in &costs {
+    // Per cost, per rate: (completed req/s, mean TTFT [s]) at max_num_seqs 128, KV 565,904.
+    let mut open: Vec<Vec<(f64, f64)>> = Vec::new();
+    for c in &costs {
+        let cost_name = c.0;
+        open.push(Vec::new());
         let (mut tpot_lo, mut tpot_hi, mut ttft_mean_hi, mut ttft_p99_hi, mut pre) =
             (f64::MAX, 0.0f64, 0.0f64, 0.0f64, 0u64);
         for max_seqs in [64u32, 128] {
@@ -75,12 +92,7 @@ fn main() {
                     let mut acc = [0.0f64; 12];
                     let mut preempt = 0;
                     for seed in SEEDS {
-                        let mut cfg = SimConfig::vllm_like(rate);
-                        cfg.server.max_batch = max_seqs;
-                        cfg.server.kv_tokens = kv;
-                        cfg.cost = cost.clone();
-                        cfg.server.overhead_s = *front_end_s;
-                        cfg.server.step_overhead_s = *step_s;
+                        let mut cfg = server(c, rate, max_seqs, kv);
                         cfg.seed = seed;
                         let s = engine::sim::simulate(&cfg).expect("valid config").summary;
                         let v = [
@@ -107,6 +119,9 @@ fn main() {
                         SEEDS.len(),
                         acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10]
                     );
+                    if (max_seqs, kv) == (128, 565_904) {
+                        open.last_mut().unwrap().push((acc[1], acc[3]));
+                    }
                     tpot_lo = tpot_lo.min(acc[6]);
                     tpot_hi = tpot_hi.max(acc[6]);
                     ttft_mean_hi = ttft_mean_hi.max(acc[3]);
@@ -127,14 +142,16 @@ fn main() {
         eprintln!("  max p99 TTFT {:.1} ms [< 185 ms]", ttft_p99_hi * 1e3);
         eprintln!("  preemptions {pre} [0]");
     }
-    as_run(&costs[2..]);
+    as_run(&costs[2..], &open[2..]);
 }
 
-/// The serving sweep's benchmark as it was run, beside 600 s of open arrivals: completed
-/// req/s is counted over a window that holds the drain of the last requests.
-fn as_run(costs: &[(&str, CostModel, f64, f64)]) {
+/// The serving sweep's benchmark as it was run, beside 600 s of open arrivals (`open`,
+/// per cost and rate: completed req/s and mean TTFT [s], from `main`): completed req/s is
+/// counted over a window that holds the drain of the last requests.
+fn as_run(costs: &[Cost], open: &[Vec<(f64, f64)>]) {
     const PROMPTS: usize = 300;
     const BENCH_SEEDS: [u64; 5] = [0, 1, 2, 3, 4];
+    let lengths = engine::data::sharegpt_pairs()[..PROMPTS].to_vec();
     let run = |rate: f64| BenchmarkRun {
         requests: PROMPTS,
         warmups: 8,
@@ -142,7 +159,7 @@ fn as_run(costs: &[(&str, CostModel, f64, f64)]) {
         burstiness: 1.0,
         schedule: Schedule::VllmNormalized,
         max_concurrency: None,
-        lengths: engine::data::sharegpt_pairs()[..PROMPTS].to_vec(),
+        lengths: lengths.clone(),
         fixed_times: None,
     };
     eprintln!(
@@ -154,26 +171,13 @@ fn as_run(costs: &[(&str, CostModel, f64, f64)]) {
         "| cost | rate [req/s] | completed req/s | open | mean TTFT [ms] | open | p99 TTFT [ms] | mean TPOT [ms] |"
     );
     eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for (cost_name, cost, front_end_s, step_s) in costs {
-        for rate in RATES {
-            let mut base = SimConfig::vllm_like(rate);
-            base.server.max_batch = 128;
-            base.server.kv_tokens = 565_904;
-            base.cost = cost.clone();
-            base.server.overhead_s = *front_end_s;
-            base.server.step_overhead_s = *step_s;
+    for (c, open) in costs.iter().zip(open) {
+        for (&rate, &(open_rps, open_ttft)) in RATES.iter().zip(open) {
+            let base = server(c, rate, 128, 565_904);
             let seeds: Vec<engine::metrics::Summary> = BENCH_SEEDS
                 .iter()
                 .map(|&seed| {
                     engine::benchmark::simulate(&run(rate), &base, seed).expect("valid run")
-                })
-                .collect();
-            let open: Vec<engine::metrics::Summary> = SEEDS
-                .iter()
-                .map(|&seed| {
-                    let mut c = base.clone();
-                    c.seed = seed;
-                    engine::sim::simulate(&c).expect("valid config").summary
                 })
                 .collect();
             let stat = |v: &[engine::metrics::Summary],
@@ -190,11 +194,12 @@ fn as_run(costs: &[(&str, CostModel, f64, f64)]) {
             let p99 = stat(&seeds, &|s| s.ttft.p99.unwrap_or(f64::NAN) * 1e3);
             let tpot = stat(&seeds, &|s| s.tpot.mean.unwrap_or(f64::NAN) * 1e3);
             eprintln!(
-                "| {cost_name} | {rate} | {:.2} [{:.2}–{:.2}] | {:.2} | {:.1} [{:.1}–{:.1}] | {:.1} | {:.0} [{:.0}–{:.0}] | {:.2} |",
+                "| {} | {rate} | {:.2} [{:.2}–{:.2}] | {:.2} | {:.1} [{:.1}–{:.1}] | {:.1} | {:.0} [{:.0}–{:.0}] | {:.2} |",
+                c.0,
                 rps.0, rps.1, rps.2,
-                stat(&open, &|s| s.throughput_rps).0,
+                open_rps,
                 ttft.0, ttft.1, ttft.2,
-                stat(&open, &|s| s.ttft.mean.unwrap_or(f64::NAN) * 1e3).0,
+                open_ttft * 1e3,
                 p99.0, p99.1, p99.2,
                 tpot.0,
             );
