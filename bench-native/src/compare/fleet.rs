@@ -72,19 +72,19 @@ impl FleetRow {
 
     /// Relative errors of the model's (mean, p99) against the yardstick.
     pub fn errors(&self) -> Option<(f64, f64)> {
-        rel_errors(self.yardstick()?, self.model.as_ref().ok()?)
+        Some(rel_errors(self.yardstick()?, self.model.as_ref().ok()?))
     }
 
     /// Relative errors of the model's (mean, p99) against the seeds' mean of their own.
     pub fn seed_mean_errors(&self) -> Option<(f64, f64)> {
-        rel_errors(self.seed_mean()?, self.model.as_ref().ok()?)
+        Some(rel_errors(self.seed_mean()?, self.model.as_ref().ok()?))
     }
 }
 
-fn rel_errors(y: [(f64, f64); 2], model: &(f64, f64)) -> Option<(f64, f64)> {
+fn rel_errors(y: [(f64, f64); 2], model: &(f64, f64)) -> (f64, f64) {
     let [(m, _), (p, _)] = y;
     let (am, ap) = model;
-    Some(((am - m).abs() / m, (ap - p).abs() / p))
+    ((am - m).abs() / m, (ap - p).abs() / p)
 }
 
 /// Mean and relative standard error of the mean (sd / √n / mean) of each component.

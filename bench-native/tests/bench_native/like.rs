@@ -523,8 +523,7 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
     let mut table = String::from(
         "| run | completed req/s | mean TPOT [ms] | mean TTFT [ms] | p99 TTFT [ms] |\n|---|---:|---:|---:|---:|\n",
     );
-    let mut previous_fit = &runs[0].2;
-    for (name, file, fit) in &runs {
+    for (k, (name, file, fit)) in runs.iter().enumerate() {
         let mut cells = vec![name.clone()];
         let own = predict(file, fit, Some(dir.join(format!("{name}.predicted.json"))));
         for (i, &(p, x, e)) in own.iter().enumerate() {
@@ -532,12 +531,11 @@ fn vllm_bench_serve_runs_are_predicted_by_simulate_like() {
             cells.push(format!("{p:.3} / {x:.3} ({:+.1} %)", e * 100.0));
         }
         table += &format!("| {} |\n", cells.join(" | "));
-        if previous_fit != fit {
+        if let Some((_, _, previous_fit)) = k.checked_sub(1).map(|j| &runs[j]) {
             for (i, (p, _, _)) in predict(file, previous_fit, None).into_iter().enumerate() {
                 fit_noise[i].push(((p - own[i].0) / own[i].0).abs());
             }
         }
-        previous_fit = fit;
     }
     // The measurement's own noise: the repeated run against its first.
     let keys = [
