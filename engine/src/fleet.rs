@@ -494,7 +494,8 @@ impl Seen {
     #[inline]
     fn look(&mut self, s: &mut dyn Server, i: usize, t: f64) -> ServerView {
         if t >= self.wakes[i] {
-            self.store(i, s.advance_view(t));
+            s.advance(t);
+            self.refresh(s, i);
         }
         self.views[i]
     }
@@ -511,21 +512,16 @@ impl Seen {
             while due != 0 {
                 let i = c * 64 + due.trailing_zeros() as usize;
                 due &= due - 1;
-                self.store(i, servers[i].advance_view(t));
+                servers[i].advance(t);
+                self.refresh(&*servers[i], i);
             }
         }
     }
 
     #[inline]
     fn refresh(&mut self, s: &dyn Server, i: usize) {
-        self.store(i, (s.view(), s.wake()));
-    }
-
-    /// Server `i`'s view and wake are now `(view, wake)`.
-    #[inline]
-    fn store(&mut self, i: usize, (view, wake): (ServerView, f64)) {
-        self.views[i] = view;
-        self.wakes[i] = wake;
+        self.views[i] = s.view();
+        self.wakes[i] = s.wake();
         self.changed[i / 64] |= 1 << (i % 64);
     }
 

@@ -49,9 +49,6 @@ pub(crate) trait Server {
     fn advance(&mut self, limit: f64);
     /// The earliest limit at which [`Server::advance`] can change anything [s].
     fn wake(&self) -> f64;
-    /// [`Server::advance`], then [`Server::view`] and [`Server::wake`] (one call for a
-    /// fleet that moves a server and looks at it).
-    fn advance_view(&mut self, limit: f64) -> (ServerView, f64);
     /// Whether the server has nothing to do and no request waiting to enter.
     fn idle(&self) -> bool;
     fn view(&self) -> ServerView;
@@ -124,11 +121,6 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
 
     fn wake(&self) -> f64 {
         self.sim.wake
-    }
-
-    fn advance_view(&mut self, limit: f64) -> (ServerView, f64) {
-        self.advance(limit);
-        (self.view(), self.sim.wake)
     }
 
     fn idle(&self) -> bool {
