@@ -11,7 +11,9 @@
 #                             their system services are neither started nor left enabled)
 #   scripts/setup.sh all      all of the above
 #
-# Each step checks first and skips what is already present.
+# Each step checks first and skips what is already present. `all` runs two lanes at once:
+# the downloads (apt, npm, vLLM's wheels) in the background, the compiles (wasm-bindgen,
+# trunk, llama-server) in the foreground; each lane's time is printed at the end.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -20,6 +22,13 @@ TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+# The Rust tools are built for a short compile, not for speed: they only drive the page's
+# build, where they take seconds either way (see docs/performance.md for the install times).
+fast_install() {
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_INCREMENTAL=false cargo install "$@"
+}
 
 need_wasm_target() {
   if rustup target list --installed | grep -qx wasm32-unknown-unknown; then return; fi
@@ -30,13 +39,13 @@ need_wasm_target() {
 need_trunk() {
   if command -v trunk >/dev/null && trunk --version | grep -q " $TRUNK_VERSION"; then return; fi
   say "installing trunk $TRUNK_VERSION (5-11 min on 2 cores)"
-  cargo install --locked "trunk@$TRUNK_VERSION"
+  fast_install --locked "trunk@$TRUNK_VERSION"
 }
 
 need_wasm_bindgen() {
   if command -v wasm-bindgen >/dev/null && wasm-bindgen --version | grep -q " $WASM_BINDGEN_VERSION"; then return; fi
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (3-4 min; --locked fails here, so without it)"
-  cargo install --force wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+  fast_install --force wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 }
 
 need_node_tools() {
@@ -102,6 +111,14 @@ case "${1:-all}" in
   vllm) need_vllm ;;
   slurm) need_slurm ;;
   balancer) need_balancers ;;
-  all) need_wasm_target; need_node_tools; need_chromium; need_slurm; need_balancers; need_wasm_bindgen; need_trunk; need_server; need_vllm ;;
+  all)
+    t0=$(date +%s)
+    ( need_node_tools; need_chromium; need_slurm; need_balancers; need_vllm
+      echo "downloads lane: $(( $(date +%s) - t0 )) s" >&2 ) &
+    downloads=$!
+    need_wasm_target; need_wasm_bindgen; need_trunk; need_server
+    say "compiles lane: $(( $(date +%s) - t0 )) s"
+    wait "$downloads" || { say "a download step failed"; exit 1; }
+    say "setup: $(( $(date +%s) - t0 )) s" ;;
   *) echo "usage: $0 web|browser|server|vllm|slurm|balancer|all" >&2; exit 2 ;;
 esac
