@@ -3,7 +3,7 @@
 #   1. format check  2. clippy (native; wasm32 for engine and app)
 #   3. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
 #      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
-#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server,
+#   4. the live tier (the soak beside steps 5-6): the tests marked `#[ignore = "live: …"]` against a real llama-server,
 #      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them), and the property
 #      tests at more cases
 #   5. wasm tests (engine in Node, app in headless Chromium)  6. release build of the page
@@ -21,21 +21,44 @@ SUMMARY=()
 FAILED=0
 START=$(date +%s)
 
-step() { # step <name> <command...>: runs, logs, records the runner's summary lines
-  local name="$1"; shift
-  local log="$LOGDIR/$name.log" t0 rc
-  t0=$(date +%s)
-  printf '\n\033[1m==> %s\033[0m  (%s)\n' "$name" "$*"
-  "$@" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  local lines
+summarise() { # summarise <name> <exit status> <seconds>: the step's line and its runners' result lines
+  local name="$1" rc="$2" secs="$3" log="$LOGDIR/$1.log" lines
   # Each test binary's name followed by its runner's result line; e2e and other runners' own lines.
   lines=$(grep -E '^\s+Running |^\s+Doc-tests |^test result:|^e2e:|^no tests to run' "$log" \
     | sed -E 's/^\s+Running (unittests )?([^ ]+) \(.*deps\/([A-Za-z0-9_]+)-[0-9a-f]+.*\)/\3 \2/; s/^\s+Doc-tests (.*)/\1 doc-tests/' \
     | awk '/^test result:|^e2e:|^no tests/ { print (prev ? prev ": " : "") $0; prev=""; next } { prev=$0 }' || true)
-  if [ "$rc" -eq 0 ]; then SUMMARY+=("PASS $name ($(( $(date +%s) - t0 )) s)"); else SUMMARY+=("FAIL $name (exit $rc)"); FAILED=1; fi
+  if [ "$rc" -eq 0 ]; then SUMMARY+=("PASS $name ($secs s)"); else SUMMARY+=("FAIL $name (exit $rc)"); FAILED=1; fi
   [ -n "$lines" ] && SUMMARY+=("$(echo "$lines" | sed 's/^/       /')")
   return 0
+}
+
+step() { # step <name> <command...>: runs, logs, records the runner's summary lines
+  local name="$1"; shift
+  local t0 rc
+  t0=$(date +%s)
+  printf '\n\033[1m==> %s\033[0m  (%s)\n' "$name" "$*"
+  "$@" 2>&1 | tee "$LOGDIR/$name.log"
+  rc=${PIPESTATUS[0]}
+  summarise "$name" "$rc" "$(( $(date +%s) - t0 ))"
+}
+
+# A step that needs no quiet machine runs in the background beside the compiles:
+# background <name> <command...> starts it (output to its log only); finish <name> waits,
+# prints the log and records it as `step` does.
+declare -A BACKGROUND
+background() {
+  local name="$1"; shift
+  printf '\n\033[1m==> %s\033[0m, in the background  (%s)\n' "$name" "$*"
+  ( t0=$(date +%s); "$@" >"$LOGDIR/$name.log" 2>&1; echo "$? $(( $(date +%s) - t0 ))" >"$LOGDIR/$name.status" ) &
+  BACKGROUND[$name]=$!
+}
+finish() {
+  local name="$1" rc secs
+  wait "${BACKGROUND[$name]}"
+  printf '\n\033[1m==> %s\033[0m, from the background\n' "$name"
+  cat "$LOGDIR/$name.log"
+  read -r rc secs <"$LOGDIR/$name.status" || { rc=1; secs=0; }
+  summarise "$name" "$rc" "$secs"
 }
 
 scripts/setup.sh all || { echo "setup failed" >&2; exit 1; }
@@ -52,15 +75,28 @@ ln -s "$(command -v cc)" "$HERMETIC/bin/cc"
 cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
 step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
   cargo test --workspace --profile ci --locked
-# The live tier: every `live:` test (one at a time; see bench-native/tests/bench_native/).
-step live-tests cargo test -p bench-native --profile ci --locked --test bench_native -- \
-  --ignored --test-threads 1 real_server:: server_sweep:: vllm_server:: like:: validate:: soak:: slurm:: balancer:: prefix_live:: slot_live::
+# The live tier: every `live:` test, one at a time (see bench-native/tests/bench_native/),
+# a step per module so that each one's time is in the summary. `--workspace` resolves
+# features as the hermetic build did, so nothing is built again.
+live() { cargo test --workspace --profile ci --locked --test bench_native -- --ignored --test-threads 1 "$@"; }
+for group in real_server server_sweep vllm_server like validate slurm balancer prefix_live slot_live; do
+  step "live-$group" live "$group::"
+done
+# The soak checks `run`'s memory and its rows, not timings: it runs beside the compiles of
+# the steps below (not beside the end-to-end test, which times the page). Its test binary
+# is run directly, from the crate's folder as cargo would, so it holds no cargo lock.
+LIVE_BIN=$(cargo test --workspace --profile ci --locked --test bench_native --no-run 2>&1 \
+  | sed -nE 's/^ *Executable .*\((.*bench_native-[0-9a-f]+)\)$/\1/p')
+case "$LIVE_BIN" in /*) ;; *) LIVE_BIN="$ROOT/$LIVE_BIN" ;; esac
+soak() { cd "$ROOT/bench-native" && "$LIVE_BIN" --ignored --test-threads 1 soak::; }
+background live-soak soak
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
 step wasm-engine-node cargo test -p engine --target wasm32-unknown-unknown --locked
 step wasm-app-chromium cargo test -p app --target wasm32-unknown-unknown --locked
 step page-build trunk build --release
+finish live-soak
 step e2e-chromium node e2e/app.test.mjs dist
 
 printf '\n\033[1m==> summary (total %s s)\033[0m\n' "$(( $(date +%s) - START ))"

@@ -9,7 +9,7 @@ use crate::curves::CurvePoint;
 use crate::fleet::{FleetDetail, FleetModel, FleetState};
 use crate::learn::{LessonOutput, LessonState};
 use crate::params::Params;
-use crate::plan::work::PlanScreen;
+use crate::plan::work::{PlanPart, PlanScreen};
 use crate::plan::PlanState;
 use engine::analytic::{
     capacity_bounds, predict, predict_prefix_cache, slo_capacity, CapacityBounds, ModelKind,
@@ -251,6 +251,25 @@ pub enum Reply {
     },
 }
 
+impl Reply {
+    /// A plan share's part as the reply of job `id`.
+    fn plan(id: u64, part: PlanPart) -> Reply {
+        match part {
+            PlanPart::Screen(screen) => Reply::PlanScreen { id, screen },
+            PlanPart::Confirmed {
+                rank,
+                confirmed,
+                split,
+            } => Reply::PlanConfirmed {
+                id,
+                rank,
+                confirmed,
+                split,
+            },
+        }
+    }
+}
+
 /// Number of requests shown in the timeline.
 pub const TIMELINE_REQUESTS: usize = 40;
 /// Target SLO attainment for capacity (DistServe: 90 %).
@@ -317,10 +336,11 @@ pub fn run(job: &Job, send: &mut dyn FnMut(Reply)) {
                 screen,
                 ranks,
                 splits,
-            } => crate::plan::work::share(plan, p, id, *screen, ranks, *splits, &mut |r| match r {
-                Some(r) => (out.send)(r),
+            } => crate::plan::work::share(plan, p, *screen, ranks, *splits, &mut |r| match r {
+                Some(r) => (out.send)(Reply::plan(id, r)),
                 None => out.tick(),
-            }),
+            })
+            .map(|r| Reply::plan(id, r)),
             Task::Watch {
                 requests,
                 seed,

@@ -79,7 +79,7 @@ pub fn replica_table(cfg: &FleetConfig, rep: &FleetReport) -> String {
     for (i, r) in rep.replicas.iter().enumerate() {
         rows.push(replica_row(i, r));
     }
-    let mut out = crate::simulate::aligned(&rows);
+    let mut out = crate::table::aligned(&rows);
     out += &format!(
         "router {} over {} replicas  imbalance {:.3} (time-averaged max / mean outstanding requests; 1 = even)\n",
         cfg.router.name(),

@@ -32,6 +32,7 @@
 //! }
 //! ```
 
+mod atoms;
 mod batching;
 mod birth_death;
 pub mod capacity;

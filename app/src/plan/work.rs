@@ -9,7 +9,6 @@
 use super::{PlanState, MAX_PLAN_REPLICAS, PARETO_EXTRA};
 use crate::chart::{Series, XyPanel};
 use crate::format::{latency, percent, req_per_s, sig3};
-use crate::job::Reply;
 use crate::params::{page_message, Params};
 use engine::analytic::{predict, ModelKind, Predicted};
 use engine::cost::RooflineCost;
@@ -110,9 +109,22 @@ pub fn confirm_split(
         .map_err(|e| page_message(&e.to_string()))
 }
 
-/// A worker's share of plan job `id`: the screen (sent when `send_screen`), then each
+/// One item of a worker's share of a plan job: the screen, or one finalist or split confirmed.
+#[derive(Debug)]
+pub enum PlanPart {
+    Screen(Box<PlanScreen>),
+    /// The finalist of `rank` simulated (None: the screen has fewer), or the split of
+    /// `rank` (`split`).
+    Confirmed {
+        rank: u32,
+        confirmed: Option<Box<Confirmed>>,
+        split: Option<Box<ConfirmedDisagg>>,
+    },
+}
+
+/// A worker's share of a plan job: the screen (sent when `send_screen`), then each
 /// finalist of `ranks` confirmed, then (by the worker that screens, which has the
-/// splits) the first `splits` disaggregated splits confirmed. Every reply but the last
+/// splits) the first `splits` disaggregated splits confirmed. Every part but the last
 /// goes to `out` (`None`: one more item done, for progress); the last is returned.
 ///
 /// # Errors
@@ -120,14 +132,13 @@ pub fn confirm_split(
 pub fn share(
     plan: &PlanState,
     p: &Params,
-    id: u64,
     send_screen: bool,
     ranks: &[u32],
     splits: u32,
-    out: &mut dyn FnMut(Option<Reply>),
-) -> Result<Reply, String> {
-    let mut last: Option<Reply> = None;
-    let mut send = |r: Reply, out: &mut dyn FnMut(Option<Reply>)| {
+    out: &mut dyn FnMut(Option<PlanPart>),
+) -> Result<PlanPart, String> {
+    let mut last: Option<PlanPart> = None;
+    let mut send = |r: PlanPart, out: &mut dyn FnMut(Option<PlanPart>)| {
         if let Some(prev) = last.replace(r) {
             out(Some(prev));
         }
@@ -138,13 +149,7 @@ pub fn share(
         let s = screen(plan, p)?;
         let kept = (s.screen.clone(), s.disagg.clone());
         out(None);
-        send(
-            Reply::PlanScreen {
-                id,
-                screen: Box::new(s),
-            },
-            out,
-        );
+        send(PlanPart::Screen(Box::new(s)), out);
         kept
     } else {
         let s = plan::screen(&plan.spec(p)).map_err(|e| page_message(&e.to_string()))?;
@@ -153,8 +158,7 @@ pub fn share(
     for &rank in ranks {
         let c = confirm(plan, p, &feasible, rank)?;
         out(None);
-        let r = Reply::PlanConfirmed {
-            id,
+        let r = PlanPart::Confirmed {
             rank,
             confirmed: c.map(Box::new),
             split: None,
@@ -165,8 +169,7 @@ pub fn share(
         let c = confirm_split(plan, p, &disagg, rank)?;
         out(None);
         if let Some(c) = c {
-            let r = Reply::PlanConfirmed {
-                id,
+            let r = PlanPart::Confirmed {
                 rank,
                 confirmed: None,
                 split: Some(Box::new(c)),

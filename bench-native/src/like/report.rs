@@ -3,7 +3,7 @@
 //! and the relative error of the mean — as a table, CSV or JSON.
 
 use super::{Benchmark, Metric, Prediction};
-use crate::simulate::aligned;
+use crate::table::aligned;
 use serde_json::json;
 
 /// One metric predicted beside its measurement.

@@ -26,7 +26,7 @@ fn config(args: &[&str]) -> Result<DisaggConfig, String> {
     let Command::Simulate(a) = cli.command else {
         panic!("not simulate")
     };
-    bench_native::disagg::config(&a)
+    bench_native::simulate::disagg::config(&a)
         .map_err(|e| format!("{e:#}"))
         .map(|c| c.expect("--disagg given"))
 }
@@ -75,7 +75,10 @@ fn disagg_flags_refuse_what_cannot_run_by_name() {
     let Command::Simulate(a) = cli.command else {
         panic!()
     };
-    let e = format!("{:#}", bench_native::disagg::config(&a).unwrap_err());
+    let e = format!(
+        "{:#}",
+        bench_native::simulate::disagg::config(&a).unwrap_err()
+    );
     assert!(e.contains("--kv-geometry"), "{e}");
 }
 

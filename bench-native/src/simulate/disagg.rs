@@ -2,9 +2,10 @@
 //! (`engine::disagg`), printed with its pools, its transfers and the tandem model's
 //! prediction beside the simulation (docs/model.md, "Disaggregated prefill and decode").
 
+use super::SimulateArgs;
 use crate::args::limits::Scope;
 use crate::args::ArgError;
-use crate::simulate::{summary_table, SimulateArgs};
+use crate::table::summary_table;
 use anyhow::Context;
 use engine::analytic::{predict_disagg, DisaggPrediction};
 use engine::disagg::{simulate_disagg_with, DisaggConfig, DisaggReport, PoolReport};
@@ -69,7 +70,7 @@ pub fn execute(a: SimulateArgs) -> anyhow::Result<()> {
     let took = t.elapsed().as_secs_f64();
     let model = predict_disagg(&cfg);
     if let Some(path) = &a.records {
-        crate::simulate::write_records(path, &rep.records)?;
+        crate::table::write_records(path, &rep.records)?;
     }
     if a.json {
         let j = Json {
