@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # kvqueue's test command: installs what it needs (idempotent), then runs, in order,
-#   1. format check  2. clippy (native; wasm32 for engine and app)
-#   3. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
+#   1. format check
+#   2. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
 #      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
-#   4. the live tier (the soak beside steps 5-6): the tests marked `#[ignore = "live: …"]` against a real llama-server,
-#      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them), and the property
-#      tests at more cases
-#   5. wasm tests (engine in Node, app in headless Chromium)  6. release build of the page
-#   7. end-to-end test of the built page in headless Chromium (playwright-core)
+#   3. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server,
+#      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them); those that time a
+#      server first, alone, then the others in the background beside steps 4-7
+#   4. clippy (native; wasm32 for engine and app)  5. the property tests at more cases
+#   6. wasm tests (engine in Node, app in headless Chromium)  7. release build of the page
+#   8. end-to-end test of the built page in headless Chromium (playwright-core)
 # and ends with every runner's summary and the total time. Exit status: non-zero if any
 # step failed.
 set -uo pipefail
@@ -65,8 +66,6 @@ scripts/setup.sh all || { echo "setup failed" >&2; exit 1; }
 cargo fetch --locked >/dev/null 2>&1 || cargo fetch
 
 step fmt cargo fmt --all -- --check
-step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
-step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 # The hermetic tier: built with the full PATH, run with nothing on PATH but the Rust
 # toolchain and its linker (doctests link), and no server installs (KVQUEUE_ROOT empty).
 HERMETIC="$ROOT/target/hermetic"
@@ -75,28 +74,32 @@ ln -s "$(command -v cc)" "$HERMETIC/bin/cc"
 cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
 step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
   cargo test --workspace --profile ci --locked
-# The live tier: every `live:` test, one at a time (see bench-native/tests/bench_native/),
-# a step per module so that each one's time is in the summary. `--workspace` resolves
-# features as the hermetic build did, so nothing is built again.
+# The live tier: every `live:` test, one at a time (see bench-native/tests/bench_native/).
+# Those that time a server run first, on a quiet machine, a step per module so that each
+# one's time is in the summary. `--workspace` resolves features as the hermetic build did,
+# so nothing is built again.
 live() { cargo test --workspace --profile ci --locked --test bench_native -- --ignored --test-threads 1 "$@"; }
-for group in real_server server_sweep vllm_server like validate slurm balancer prefix_live slot_live; do
+for group in real_server vllm_server like validate balancer prefix_live slot_live; do
   step "live-$group" live "$group::"
 done
-# The soak checks `run`'s memory and its rows, not timings: it runs beside the compiles of
-# the steps below (not beside the end-to-end test, which times the page). Its test binary
-# is run directly, from the crate's folder as cargo would, so it holds no cargo lock.
+# The soak (memory and rows), the Slurm job array (byte-identity) and server-sweep's
+# launches time nothing: they run in the background beside the lints and the builds
+# below, not beside the end-to-end test, which times the page. The test binary is run
+# directly, from the crate's folder as cargo runs it, so it holds no cargo lock.
 LIVE_BIN=$(cargo test --workspace --profile ci --locked --test bench_native --no-run 2>&1 \
   | sed -nE 's/^ *Executable .*\((.*bench_native-[0-9a-f]+)\)$/\1/p')
 case "$LIVE_BIN" in /*) ;; *) LIVE_BIN="$ROOT/$LIVE_BIN" ;; esac
-soak() { cd "$ROOT/bench-native" && "$LIVE_BIN" --ignored --test-threads 1 soak::; }
-background live-soak soak
+untimed() { cd "$ROOT/bench-native" && "$LIVE_BIN" --ignored --test-threads 1 soak:: slurm:: server_sweep::; }
+background live-untimed untimed
+step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
+step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
 step wasm-engine-node cargo test -p engine --target wasm32-unknown-unknown --locked
 step wasm-app-chromium cargo test -p app --target wasm32-unknown-unknown --locked
 step page-build trunk build --release
-finish live-soak
+finish live-untimed
 step e2e-chromium node e2e/app.test.mjs dist
 
 printf '\n\033[1m==> summary (total %s s)\033[0m\n' "$(( $(date +%s) - START ))"
