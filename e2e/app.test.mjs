@@ -947,7 +947,7 @@ await check('a zipped bench-native validate folder loads every rate, one series 
   const cmp = await open(base);
   const pg = cmp.page;
   await sweepDone(pg, null);
-  const root = path.join(here, '..', 'results', 'validate_vllm');
+  const root = path.join(here, 'fixtures', 'validate_vllm');
   const files = [];
   const walk = (d, rel) => {
     for (const e of fs.readdirSync(d, { withFileTypes: true })) {
