@@ -84,13 +84,9 @@ for group in real_server vllm_server like validate balancer prefix_live slot_liv
 done
 # The soak (memory and rows), the Slurm job array (byte-identity) and server-sweep's
 # launches time nothing: they run in the background beside the lints and the builds
-# below, not beside the end-to-end test, which times the page. The test binary is run
-# directly, from the crate's folder as cargo runs it, so it holds no cargo lock.
-LIVE_BIN=$(cargo test --workspace --profile ci --locked --test bench_native --no-run 2>&1 \
-  | sed -nE 's/^ *Executable .*\((.*bench_native-[0-9a-f]+)\)$/\1/p')
-case "$LIVE_BIN" in /*) ;; *) LIVE_BIN="$ROOT/$LIVE_BIN" ;; esac
-untimed() { cd "$ROOT/bench-native" && "$LIVE_BIN" --ignored --test-threads 1 soak:: slurm:: server_sweep::; }
-background live-untimed untimed
+# below, not beside the end-to-end test, which times the page. (cargo holds its build
+# lock only while building, not while the tests run.)
+background live-untimed live soak:: slurm:: server_sweep::
 step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 # The property tests of every parser (SSE events, measured files, cost and trace files,

@@ -4,14 +4,14 @@
 use crate::args::limits::{Limits, Scope};
 use crate::args::{self, DisaggArgs, FleetArgs, ModelArgs, Point, SINGLE};
 use crate::table::{aligned, summary_table, write_records};
-
-pub mod disagg;
 use anyhow::Context;
 use clap::Args;
 use engine::config::{Admission, SimConfig};
 use engine::metrics::Summary;
 use engine::workload::Request;
 use std::path::PathBuf;
+
+pub mod disagg;
 
 /// Arguments of `simulate`.
 #[derive(Debug, Args)]
