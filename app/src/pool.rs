@@ -53,7 +53,7 @@ mod browser {
     // once started) and the messages stay the JSON replies of [`Reply`]. The messages
     // and errors are listened to with gloo-events.
 
-    /// Where trunk puts the worker's loader (next to index.html).
+    /// Where app/build.mjs puts the worker's loader (next to index.html).
     pub const WORKER_URL: &str = "./worker_loader.js";
 
     type OnReply = Rc<dyn Fn(usize, Reply)>;

@@ -1,4 +1,4 @@
-//! The sweep worker: a `data-type="worker"` trunk binary. It announces [`Reply::Ready`],
+//! The sweep worker, started by the page as a classic-script `Worker`. It announces [`Reply::Ready`],
 //! then runs each [`Job`] it receives (as a JSON string) and posts every reply back as
 //! JSON. Cancelling is done by the page terminating the worker.
 //!
@@ -53,5 +53,5 @@ fn main() {
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
-    eprintln!("the sweep worker runs in a browser; build it with trunk");
+    eprintln!("the sweep worker runs in a browser; build it with `node app/build.mjs`");
 }
