@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# kvqueue's test command: installs what it needs (idempotent), then runs, in order,
+# kvqueue's test command: installs what it needs (idempotent, `scripts/setup.sh all`, in
+# the background beside steps 1-2, which need only the Rust toolchain), then runs, in order,
 #   1. format check
 #   2. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
 #      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
@@ -7,7 +8,8 @@
 #      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them); those that time a
 #      server first, alone, then the others in the background beside steps 4-7
 #   4. clippy (native; wasm32 for engine and app)  5. the property tests at more cases
-#   6. wasm tests (engine in Node, app in headless Chromium)  7. release build of the page
+#   6. wasm tests (engine in Node, app in headless Chromium)
+#   7. release build of the page (in the background beside steps 4-6)
 #   8. end-to-end test of the built page in headless Chromium (playwright-core)
 # and ends with every runner's summary and the total time. Exit status: non-zero if any
 # step failed.
@@ -62,8 +64,10 @@ finish() {
   summarise "$name" "$rc" "$secs"
 }
 
-scripts/setup.sh all || { echo "setup failed" >&2; exit 1; }
 cargo fetch --locked >/dev/null 2>&1 || cargo fetch
+# The installs compile wasm-bindgen-cli and llama-server and download the rest; nothing
+# before the live tier needs them, so they share the two cores with the first build.
+background setup scripts/setup.sh all
 
 step fmt cargo fmt --all -- --check
 # The hermetic tier: built with the full PATH, run with nothing on PATH but the Rust
@@ -74,6 +78,10 @@ ln -s "$(command -v cc)" "$HERMETIC/bin/cc"
 cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
 step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
   cargo test --workspace --profile ci --locked
+finish setup
+[ "$(cut -d' ' -f1 "$LOGDIR/setup.status")" = 0 ] || {
+  echo "setup failed: the live tier and the page need it (log: $LOGDIR/setup.log)" >&2
+  printf '%s\n' "${SUMMARY[@]}"; exit 1; }
 # The live tier: every `live:` test, one at a time (see bench-native/tests/bench_native/).
 # Those that time a server run first, on a quiet machine, a step per module so that each
 # one's time is in the summary. `--workspace` resolves features as the hermetic build did,
@@ -87,14 +95,18 @@ done
 # below, not beside the end-to-end test, which times the page. (cargo holds its build
 # lock only while building, not while the tests run.)
 background live-untimed live soak:: slurm:: server_sweep::
+# The page's two wasm builds have target folders of their own (profiles wasm-release and
+# wasm-speed), so they build beside the lints and the tests below instead of after them.
+background page-build node app/build.mjs
 step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
 step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
-step wasm-engine-node cargo test -p engine --target wasm32-unknown-unknown --locked
-step wasm-app-chromium cargo test -p app --target wasm32-unknown-unknown --locked
-step page-build node app/build.mjs
+# One build for both crates' wasm tests; the runner takes each test binary to Node or to
+# headless Chromium as the binary asks (app/tests/web.rs runs in the browser).
+step wasm-tests cargo test -p engine -p app --target wasm32-unknown-unknown --locked
+finish page-build
 finish live-untimed
 step e2e-chromium node e2e/app.test.mjs dist
 
