@@ -99,7 +99,9 @@ background live-untimed live soak:: slurm:: server_sweep::
 # wasm-speed), so they build beside the lints and the tests below instead of after them.
 background page-build node app/build.mjs
 step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
-step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+# On wasm32, what runs there: the libraries, the page's binaries and the tests (the
+# examples and the criterion benches are native tools, linted above).
+step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --lib --bins --tests --locked -- -D warnings
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
 step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
