@@ -81,8 +81,19 @@ function inlineHashes(html, tag) {
     .map((m) => `'sha256-${sha('sha256', m[2].replace(/\r\n?/g, '\n'))}'`);
 }
 
-function page(template, appJs, appWasm, outDir) {
-  if (!template.includes(LOADER_MARKER)) fail(`app/index.html has no ${LOADER_MARKER}`);
+const PLACEHOLDERS = { script: "'inline-script-hashes'", style: "'inline-style-hashes'" };
+
+// app/index.html, checked for the marker and the two placeholders before anything builds.
+function template() {
+  const html = fs.readFileSync(path.join(ROOT, 'app', 'index.html'), 'utf8');
+  if (!html.includes(LOADER_MARKER)) fail(`app/index.html has no ${LOADER_MARKER}`);
+  for (const p of Object.values(PLACEHOLDERS)) {
+    if (!html.includes(p)) fail(`app/index.html has no ${p} in its Content-Security-Policy`);
+  }
+  return html;
+}
+
+function page(source, appJs, appWasm, outDir) {
   const integrity = (f) => `sha384-${sha('sha384', fs.readFileSync(path.join(outDir, f)))}`;
   const loader = [
     '<script type="module">',
@@ -93,18 +104,16 @@ function page(template, appJs, appWasm, outDir) {
   const preloads =
     `<link rel="modulepreload" href="./${appJs}" crossorigin="anonymous" integrity="${integrity(appJs)}">\n` +
     `  <link rel="preload" href="./${appWasm}" crossorigin="anonymous" integrity="${integrity(appWasm)}" as="fetch" type="application/wasm">\n`;
-  let html = template.replace(LOADER_MARKER, loader).replace('</head>', `  ${preloads}</head>`);
-  const fill = { "'inline-script-hashes'": inlineHashes(html, 'script'), "'inline-style-hashes'": inlineHashes(html, 'style') };
-  for (const [placeholder, hashes] of Object.entries(fill)) {
-    if (!html.includes(placeholder)) fail(`app/index.html has no ${placeholder} in its Content-Security-Policy`);
-    html = html.split(placeholder).join(hashes.join(' '));
-  }
+  let html = source.replace(LOADER_MARKER, loader).replace('</head>', `  ${preloads}</head>`);
+  const hashes = Object.entries(PLACEHOLDERS).map(([tag, p]) => [p, inlineHashes(html, tag).join(' ')]);
+  for (const [placeholder, hash] of hashes) html = html.split(placeholder).join(hash);
   return html;
 }
 
 async function main() {
   const t0 = Date.now();
   const out = path.resolve(ROOT, process.argv[2] || 'dist');
+  const html = template();
   const lock = fs.readFileSync(path.join(ROOT, 'Cargo.lock'), 'utf8');
   const bindgenVersion = lock.match(/name = "wasm-bindgen"\nversion = "([^"]+)"/)?.[1];
   if (!bindgenVersion) fail('Cargo.lock names no wasm-bindgen version');
@@ -149,8 +158,7 @@ async function main() {
   fs.cpSync(path.join(ROOT, 'public', 'examples'), path.join(stage, 'examples'), { recursive: true });
 
   // 4. The page.
-  const template = fs.readFileSync(path.join(ROOT, 'app', 'index.html'), 'utf8');
-  fs.writeFileSync(path.join(stage, 'index.html'), page(template, files.app.js, files.app.wasm, stage));
+  fs.writeFileSync(path.join(stage, 'index.html'), page(html, files.app.js, files.app.wasm, stage));
 
   fs.rmSync(out, { recursive: true, force: true });
   fs.renameSync(stage, out);
