@@ -47,7 +47,7 @@ step() { # step <name> <command...>: runs, logs, records the runner's summary li
 
 # A step that needs no quiet machine runs in the background beside the compiles:
 # background <name> <command...> starts it (output to its log only); finish <name> waits,
-# prints the log and records it as `step` does.
+# prints the log and records it as `step` does, and returns the step's exit status.
 declare -A BACKGROUND
 background() {
   local name="$1"; shift
@@ -62,6 +62,7 @@ finish() {
   cat "$LOGDIR/$name.log"
   read -r rc secs <"$LOGDIR/$name.status" || { rc=1; secs=0; }
   summarise "$name" "$rc" "$secs"
+  return "$rc"
 }
 
 cargo fetch --locked >/dev/null 2>&1 || cargo fetch
@@ -78,8 +79,7 @@ ln -s "$(command -v cc)" "$HERMETIC/bin/cc"
 cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
 step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
   cargo test --workspace --profile ci --locked
-finish setup
-[ "$(cut -d' ' -f1 "$LOGDIR/setup.status")" = 0 ] || {
+finish setup || {
   echo "setup failed: the live tier and the page need it (log: $LOGDIR/setup.log)" >&2
   printf '%s\n' "${SUMMARY[@]}"; exit 1; }
 # The live tier: every `live:` test, one at a time (see bench-native/tests/bench_native/).
