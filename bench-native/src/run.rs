@@ -237,7 +237,8 @@ pub struct RunArgs {
     /// TPOT SLO for goodput [s].
     #[arg(long, default_value_t = 0.05)]
     pub slo_tpot: f64,
-    /// Sample /metrics every this many seconds (0 = never).
+    /// Sample /metrics every this many seconds (0 = never). Through a load balancer, 0:
+    /// each sample is a request the balancer routes, taking a turn of round-robin.
     #[arg(long, default_value_t = 1.0)]
     pub metrics_interval: f64,
     /// Output directory.

@@ -47,6 +47,7 @@
 //! itself predicts (`--load`), so "light to past saturation" holds on a slow or loaded
 //! machine; `--rates` gives them in req/s instead.
 
+pub mod colocation;
 mod errors;
 mod predict;
 mod replay;
@@ -78,15 +79,18 @@ Examples:
   bench-native validate --url http://127.0.0.1:8080 --budget 512 --rounds 2 --out /tmp/val2
 
   # two replicas behind nginx `least_conn` on :8000; fit on one replica, predict the fleet
+  # (the other replica, on the same machine, kept busy for a second microbenchmark)
   bench-native validate --url http://127.0.0.1:8080 --balancer http://127.0.0.1:8000 \
-    --replicas 2 --router least_outstanding --budget 512 --rounds 2 --out /tmp/fleet
+    --replicas 2 --router least_outstanding --mb-beside http://127.0.0.1:8081 \
+    --budget 512 --rounds 2 --out /tmp/fleet
 
   # the same measurements, predicted again by this build's models (no server)
   bench-native validate --replay results/validate_llama --out /tmp/replay
 
 Files written to --out: validate.md (table, command at the top), validate.csv (one row per
 rate: predicted, measured and relative error of each metric), run_args.json (the server and
-workload flags, what --replay reads), microbench.json/.csv,
+workload flags, what --replay reads), microbench.json/.csv (with --mb-beside, also
+microbench_beside.json),
 fit.json (+ .table.json, .linear.json), sim/trace-<rate>.json (the replayed trace),
 sim/requests-<rate>.csv (every simulated request, ids as in the real run's) and
 rate-<rate>/ (the real run: requests.csv, summary.csv, metadata.json, metrics.csv);
@@ -200,6 +204,13 @@ pub struct ValidateArgs {
     /// the fleet simulator's (docs/model.md, "Fleets").
     #[arg(long, value_name = "URL")]
     pub balancer: Option<String>,
+    /// Servers sharing the machine with --url (the other replicas behind --balancer): the
+    /// microbenchmark runs once more while they decode, and the fleet prediction scales
+    /// the fitted cost by how much that slows the replica, in proportion to how busy
+    /// the replicas are at each rate (docs/accuracy.md, "Fleets through a real load
+    /// balancer"). Empty: the replicas do not slow each other.
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub mb_beside: Vec<String>,
     /// Replicas behind --balancer, each a copy of the --url server with the fitted cost;
     /// more than 1 predicts with the fleet simulator.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -283,8 +294,18 @@ pub(crate) fn fleet_spec(args: &ValidateArgs) -> anyhow::Result<(u32, RouterKind
             args.replicas
         );
     }
+    if !args.mb_beside.is_empty() && (args.replicas < 2 || args.replay.is_some()) {
+        bail!(
+            "--mb-beside is for a measured fleet (--replicas 2 or more behind --balancer): it \
+             names the other replicas on --url's machine; a replay uses the run's own \
+             microbench_beside.json"
+        );
+    }
     Ok((args.replicas, router))
 }
+
+/// The microbenchmark beside busy neighbours (`--mb-beside`), in a run's directory.
+pub const BESIDE: &str = "microbench_beside.json";
 
 /// A rate as file names and reports print it: up to 3 decimals, trailing zeros dropped.
 pub fn fmt_rate(r: f64) -> String {
@@ -380,6 +401,25 @@ mod tests {
         assert_eq!(fleet_spec(&r).unwrap().0, 2);
         r.router = Some("p2c".into());
         assert_eq!(fleet_spec(&r).unwrap().1, RouterKind::PowerOfD { d: 2 });
+        // the neighbours of a measured fleet's replica, comma-separated
+        let a = lb(&["--replicas", "2", "--mb-beside", "http://h:1,http://h:2"]);
+        assert_eq!(a.mb_beside, ["http://h:1", "http://h:2"]);
+        assert_eq!(fleet_spec(&a).unwrap().0, 2);
+        // ... and nothing else
+        for bad in [
+            lb(&["--mb-beside", "http://h:1"]),
+            parse(&[
+                "--replicas",
+                "2",
+                "--replay",
+                "/x",
+                "--mb-beside",
+                "http://h:1",
+            ]),
+        ] {
+            let e = err(&bad);
+            assert!(e.contains("--mb-beside is for a measured fleet"), "{e}");
+        }
     }
 
     #[test]

@@ -146,6 +146,51 @@ impl CostModel {
         }
     }
 
+    /// The same model with every iteration taking `f` times as long: a server slowed
+    /// by work beside it on the same machine (bench-native's co-location factor,
+    /// docs/accuracy.md). `f` = 1 returns the model unchanged.
+    #[must_use]
+    pub fn scaled(&self, f: f64) -> CostModel {
+        let pts = |v: &[(f64, f64)]| v.iter().map(|&(x, y)| (x, y * f)).collect();
+        match self {
+            CostModel::Reference(c) => CostModel::Reference(ReferenceCost {
+                prefill_base_s: c.prefill_base_s * f,
+                prefill_per_token_s: c.prefill_per_token_s * f,
+                decode_base_s: c.decode_base_s * f,
+                decode_per_batch_s: c.decode_per_batch_s * f,
+                ..*c
+            }),
+            CostModel::Linear(c) => CostModel::Linear(LinearCost {
+                beta0: c.beta0 * f,
+                beta_prefill: c.beta_prefill * f,
+                beta_decode: c.beta_decode * f,
+                beta_kv: c.beta_kv * f,
+                beta_attn: c.beta_attn * f,
+                beta_mixed: c.beta_mixed * f,
+                ..*c
+            }),
+            CostModel::Table(c) => CostModel::Table(TableCost {
+                decode: pts(&c.decode),
+                prefill: pts(&c.prefill),
+            }),
+            CostModel::Ubatch(c) => CostModel::Ubatch(UbatchCost {
+                ubatch: pts(&c.ubatch),
+                decode: pts(&c.decode),
+                beta_kv: c.beta_kv * f,
+                beta_attn: c.beta_attn * f,
+                beta_mixed: c.beta_mixed * f,
+                ..c.clone()
+            }),
+            CostModel::Roofline(c) => CostModel::Roofline(RooflineCost {
+                peak_flops: c.peak_flops / f,
+                mem_bw: c.mem_bw / f,
+                step_overhead_s: c.step_overhead_s * f,
+                per_seq_overhead_s: c.per_seq_overhead_s * f,
+                ..c.clone()
+            }),
+        }
+    }
+
     /// Whether the duration depends on context tokens (if not, a run of identical decode
     /// iterations has one step length and can be jumped in one go). The per-pair prompt
     /// attention term (`βattn`) does not count: it is 0 in pure decode iterations.
@@ -269,6 +314,72 @@ pub(crate) fn interpolate(points: &[(f64, f64)], x: f64) -> f64 {
             let (x0, y0) = points[i - 1];
             let (x1, y1) = points[i];
             y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scaled_model_takes_f_times_as_long_for_every_batch() {
+        let linear = LinearCost {
+            beta0: 2e-3,
+            beta_prefill: 1e-4,
+            beta_decode: 3e-4,
+            beta_kv: 1e-7,
+            beta_attn: 1e-9,
+            attn_tile: 64,
+            beta_mixed: 2e-5,
+        };
+        let pts = vec![(1.0, 3e-3), (16.0, 9e-3), (512.0, 0.2)];
+        let models = [
+            CostModel::Reference(ReferenceCost::default()),
+            CostModel::Linear(linear),
+            CostModel::Table(TableCost {
+                decode: pts.clone(),
+                prefill: pts.clone(),
+            }),
+            CostModel::Ubatch(UbatchCost {
+                ubatch: pts.clone(),
+                decode: vec![(1.0, 3e-3), (4.0, 5e-3)],
+                beta_kv: 1e-7,
+                kv_window: 256,
+                beta_attn: 1e-9,
+                attn_tile: 64,
+                beta_mixed: 2e-5,
+            }),
+            CostModel::Roofline(RooflineCost::default()),
+        ];
+        let shapes = [
+            BatchShape {
+                running: 3,
+                decode_seqs: 3,
+                context_tokens: 900,
+                ..BatchShape::default()
+            },
+            BatchShape {
+                running: 2,
+                prefill_tokens: 300,
+                prefill_seqs: 1,
+                decode_seqs: 1,
+                context_tokens: 700,
+                prefill_attn: 45_000,
+                max_context_tokens: 400,
+                ..BatchShape::default()
+            },
+        ];
+        for m in &models {
+            m.validate().unwrap();
+            assert_eq!(&m.scaled(1.0), m);
+            let slow = m.scaled(1.37);
+            slow.validate().unwrap();
+            for b in &shapes {
+                let (d, s) = (m.iteration(b), slow.iteration(b));
+                assert!(d > 0.0, "{m:?}");
+                assert!((s / d - 1.37).abs() < 1e-12, "{m:?}: {d} → {s}");
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! How a prediction is scored against a measurement: the compared metrics, relative
 //! errors, the medians the report gives, and the pooling of two microbenchmarks.
 
+use super::colocation::Slowdown;
 use crate::microbench::{DecodePoint, MicrobenchResult, MixedPoint, PrefillPoint};
 use engine::metrics::Summary;
 use std::path::PathBuf;
@@ -39,6 +40,9 @@ pub struct RateResult {
     pub measured: Summary,
     /// The same trace measured again, in later rounds (`--rounds`).
     pub repeats: Vec<Summary>,
+    /// With `--mb-beside`: (cost factor, the replicas' simulated busy fraction) of the
+    /// co-location model at this rate (`validate::colocation`).
+    pub colocation: Option<(f64, f64)>,
 }
 
 impl RateResult {
@@ -103,6 +107,8 @@ pub struct ValidateReport {
     /// With `--rounds` ≥ 2: median |relative difference| of the later rounds' measurements
     /// from the first's, and the prediction's median |relative error| against them.
     pub repeat_noise: Option<(f64, f64)>,
+    /// With `--mb-beside`: how much slower the replica ran beside busy neighbours.
+    pub slowdown: Option<Slowdown>,
     pub out: PathBuf,
 }
 

@@ -2,6 +2,7 @@
 //! models of `engine::config::ServerConfig`, the scaled ShareGPT traces, the saturation
 //! estimate, and the simulation of every measured trace.
 
+use super::colocation;
 use super::errors::{median, pool, RateResult, ValidateReport};
 use super::report::{markdown, write_csv};
 use super::server::ServerModel;
@@ -98,18 +99,36 @@ pub(super) fn simulate(
     t: &[TraceRequest],
     records: Option<&Path>,
 ) -> anyhow::Result<Summary> {
+    Ok(simulate_busy(m, cost, front, t, records)?.0)
+}
+
+/// As [`simulate`], with the replicas' mean busy fraction (the share of the run each
+/// spent running iterations; 1 server: its own).
+pub(super) fn simulate_busy(
+    m: &ServerModel,
+    cost: &CostModel,
+    front: FrontEnd,
+    t: &[TraceRequest],
+    records: Option<&Path>,
+) -> anyhow::Result<(Summary, f64)> {
     let mut cfg = sim_config(m, cost, front, t.to_vec());
     cfg.keep_records = records.is_some();
     cfg.validate().context("simulator configuration")?;
-    let (summary, recs) = if m.replicas > 1 {
+    let (summary, recs, busy) = if m.replicas > 1 {
         // `replicas` copies of the fitted server behind the balancer's policy
         // (docs/model.md, "Fleets"); the trace is the whole fleet's.
         let fleet = FleetConfig::uniform(cfg, m.replicas, m.router);
         let rep = engine::fleet::simulate_fleet(&fleet).context("fleet simulator configuration")?;
-        (rep.summary, rep.records)
+        let busy = rep.replicas.iter().map(|r| r.utilisation).sum::<f64>() / f64::from(m.replicas);
+        (rep.summary, rep.records, busy)
     } else {
         let rep = engine::sim::simulate(&cfg)?;
-        (rep.summary, rep.records)
+        let busy = if rep.stats.end_s > 0.0 {
+            rep.stats.busy_s / rep.stats.end_s
+        } else {
+            0.0
+        };
+        (rep.summary, rep.records, busy)
     };
     if let Some(path) = records {
         let csv = format!(
@@ -119,7 +138,7 @@ pub(super) fn simulate(
         );
         std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(summary)
+    Ok((summary, busy))
 }
 
 /// Predicted saturation throughput: everything arrives at once, the drain rate [req/s].
@@ -157,6 +176,7 @@ pub(super) fn predict_and_report(
     model: &ServerModel,
     cap: u32,
     (mb_pre, mb_post): (&MicrobenchResult, &MicrobenchResult),
+    beside: Option<&MicrobenchResult>,
     measured: Vec<Measured>,
 ) -> anyhow::Result<ValidateReport> {
     let out = &args.out;
@@ -166,16 +186,35 @@ pub(super) fn predict_and_report(
     let f = fit::fit(&mb, false)?;
     fit::write(&f, &mb_path, &out.join("fit.json"))?;
     let (cost, alt) = (args.cost.of(&f), args.cost.alt().of(&f));
-    let capacity_rps = capacity(args, model, &cost, cap)?;
+    // replicas sharing the machine: how much slower one runs beside busy neighbours
+    // than alone just before (the machine's speed drifts between microbenchmarks
+    // minutes apart; these two are back to back)
+    let slowdown = match beside.filter(|_| model.replicas > 1) {
+        Some(b) => Some(colocation::slowdown(mb_pre, b).context(
+            "the microbenchmark beside busy neighbours has no point in common with the one alone",
+        )?),
+        None => None,
+    };
+    // at saturation every replica is busy: the full slowdown
+    let full = slowdown.map_or(1.0, |s| s.factor);
+    let capacity_rps = capacity(args, model, &cost.scaled(full), cap)?;
     let front = (f.overhead_s, f.overhead_per_token_s);
     let mut results = Vec::new();
     for (rate, t, m, repeats) in measured {
+        // each replica's cost scaled by how busy its neighbours are at this rate
+        let colocation = match slowdown {
+            Some(s) => Some(colocation::factor(s.factor, |k| {
+                Ok(simulate_busy(model, &cost.scaled(k), front, &t, None)?.1)
+            })?),
+            None => None,
+        };
+        let k = colocation.map_or(1.0, |c| c.0);
         results.push(RateResult {
             rate,
             load: rate / capacity_rps,
             predicted: simulate(
                 model,
-                &cost,
+                &cost.scaled(k),
                 front,
                 &t,
                 Some(
@@ -183,9 +222,10 @@ pub(super) fn predict_and_report(
                         .join(format!("requests-{}.csv", fmt_rate(rate))),
                 ),
             )?,
-            predicted_alt: simulate(model, &alt, front, &t, None)?,
+            predicted_alt: simulate(model, &alt.scaled(k), front, &t, None)?,
             measured: m,
             repeats,
+            colocation,
         });
     }
 
@@ -217,6 +257,7 @@ pub(super) fn predict_and_report(
         median_abs_rel_error: cells(false),
         median_abs_rel_error_alt: cells(true),
         repeat_noise,
+        slowdown,
         rates: results,
         capacity_rps,
         out: out.clone(),

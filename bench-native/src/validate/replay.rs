@@ -160,6 +160,7 @@ pub(super) fn replay(
         &model,
         cap,
         (&rec.pre, &rec.post),
+        rec.beside.as_ref(),
         rec.measured,
     )
 }
@@ -169,6 +170,8 @@ struct Recorded {
     meta: Value,
     pre: MicrobenchResult,
     post: MicrobenchResult,
+    /// The microbenchmark beside busy neighbours, if the run made one.
+    beside: Option<MicrobenchResult>,
     /// (rate, trace, measured summary, later rounds' summaries), by rate.
     measured: Vec<Measured>,
 }
@@ -185,6 +188,11 @@ fn read_recorded(dir: &Path) -> anyhow::Result<Recorded> {
         Ok(fit::read_microbench(&dir.join(name))?)
     };
     let (pre, post) = (mb("microbench_pre.json")?, mb("microbench_post.json")?);
+    let beside = if dir.join(super::BESIDE).exists() {
+        Some(mb(super::BESIDE)?)
+    } else {
+        None
+    };
     let mut measured = Vec::new();
     let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
     for e in entries.flatten() {
@@ -232,6 +240,7 @@ fn read_recorded(dir: &Path) -> anyhow::Result<Recorded> {
         meta: pre.metadata.clone(),
         pre,
         post,
+        beside,
         measured,
     })
 }

@@ -2,7 +2,7 @@
 
 use super::errors::{median, relative_differences_over, ValidateReport, FLEET_METRICS, METRICS};
 use super::server::{kv_text, ServerModel};
-use super::{fmt_rate, ValidateArgs};
+use super::{fmt_rate, ValidateArgs, BESIDE};
 use crate::fit;
 use crate::microbench::MicrobenchResult;
 use anyhow::Context;
@@ -220,6 +220,33 @@ fn fleet_section(s: &mut String, r: &ValidateReport, args: &ValidateArgs, m: &Se
         m.replicas,
         m.router.name()
     );
+    if let Some(sd) = r.slowdown {
+        let per_rate: Vec<String> = r
+            .rates
+            .iter()
+            .filter_map(|x| {
+                let (k, busy) = x.colocation?;
+                Some(format!(
+                    "{} req/s: ×{k:.2} (busy {:.0} %)",
+                    fmt_rate(x.rate),
+                    busy * 100.0
+                ))
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "Co-location: beside its busy neighbours the replica's prefills took ×{:.2} and \
+             its decode steps ×{:.2} as long as alone (median ×{:.2} over {}). Each rate's \
+             prediction scales the cost by 1 + (×{:.2} − 1) × the replicas' simulated busy \
+             fraction: {}.\n",
+            sd.prefill,
+            sd.decode,
+            sd.factor,
+            BESIDE,
+            sd.factor,
+            per_rate.join("; ")
+        );
+    }
     let _ = writeln!(
         s,
         "| rate [req/s] | TTFT mean | TTFT p99 | TPOT mean | TPOT p99 |\n|---:|---:|---:|---:|---:|"

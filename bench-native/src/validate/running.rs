@@ -4,7 +4,7 @@
 use super::predict::{capacity, predict_and_report, trace, Measured};
 use super::replay::RecordedArgs;
 use super::server::{length_cap, server_model, ServerModel};
-use super::{fmt_rate, round2, ValidateArgs, ValidateReport};
+use super::{colocation, fmt_rate, round2, ValidateArgs, ValidateReport, BESIDE};
 use crate::client::{Endpoint, EndpointConfig};
 use crate::fit;
 use crate::microbench::{self, MicrobenchConfig};
@@ -48,8 +48,36 @@ pub(super) fn measure(args: &ValidateArgs, command: &str) -> anyhow::Result<Vali
     let mb_pre = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
     microbench::write(&mb_pre, &out.join("microbench_pre.json"))?;
 
-    // 2. rates from the pre-measurement fit's saturation throughput
-    let capacity_pre = capacity(args, &model, &args.cost.of(&fit::fit(&mb_pre, false)?), cap)?;
+    // With --mb-beside: the same microbenchmark while the replicas sharing the machine
+    // decode (colocation.rs), once, before the measurement.
+    let mb_beside = if args.mb_beside.is_empty() {
+        None
+    } else {
+        eprintln!(
+            "1/4 microbenchmark beside busy neighbours ({})",
+            args.mb_beside.join(", ")
+        );
+        let tokens = model
+            .per_slot
+            .map_or(512, |p| (p / 2).clamp(16, 1024) as u32);
+        let b = rt.block_on(colocation::beside(
+            &mbc,
+            &args.mb_beside,
+            model.slots,
+            tokens,
+        ))?;
+        microbench::write(&b, &out.join(BESIDE))?;
+        Some(b)
+    };
+
+    // 2. rates from the pre-measurement fit's saturation throughput (beside busy
+    // neighbours, when they slow it: at saturation every replica is busy)
+    let cost_pre = args.cost.of(&fit::fit(&mb_pre, false)?);
+    let full = mb_beside
+        .as_ref()
+        .and_then(|b| colocation::slowdown(&mb_pre, b))
+        .map_or(1.0, |s| s.factor);
+    let capacity_pre = capacity(args, &model, &cost_pre.scaled(full), cap)?;
     let rates: Vec<f64> = match &args.rates {
         Some(r) => r.clone(),
         None => args.load.iter().map(|l| round2(l * capacity_pre)).collect(),
@@ -95,7 +123,15 @@ pub(super) fn measure(args: &ValidateArgs, command: &str) -> anyhow::Result<Vali
     eprintln!("4/4 microbenchmark (after the measurement), fit, simulate");
     let mb_post = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
     microbench::write(&mb_post, &out.join("microbench_post.json"))?;
-    predict_and_report(args, command, &model, cap, (&mb_pre, &mb_post), measured)
+    predict_and_report(
+        args,
+        command,
+        &model,
+        cap,
+        (&mb_pre, &mb_post),
+        mb_beside.as_ref(),
+        measured,
+    )
 }
 
 /// The microbenchmark of a server `model` with length cap `cap`: prompt lengths below the
@@ -211,6 +247,12 @@ fn measure_rounds(
             rc.timeout = Duration::from_secs_f64(args.server.timeout);
             rc.chars_per_token = args.server.chars_per_token;
             rc.use_tokenizer = !args.server.no_tokenize;
+            if args.balancer.is_some() {
+                // No /metrics scraping through a balancer: every scrape would take a
+                // turn of its policy (round-robin's alternation of the trace's requests
+                // broken once a second), and it would read one replica's counters.
+                rc.metrics_interval = None;
+            }
             let rep = rt.block_on(run_load(
                 &rc,
                 &ProgressBar::hidden(),

@@ -6,7 +6,9 @@
 //! same traces through nginx at four rates in two rounds, and predicts mean/p99 TTFT and
 //! TPOT with the fleet simulator: two copies of the fitted replica behind `round_robin` or
 //! `least_outstanding` (docs/model.md, "Fleets"; docs/accuracy.md, "Fleets through a real
-//! load balancer").
+//! load balancer"). The two replicas share the machine's two cores, so the replica is
+//! microbenchmarked a second time beside the other one kept busy (`--mb-beside`), and the
+//! prediction scales its cost by how busy the replicas are at each rate.
 //!
 //! Asserted: per policy, the median |relative error| over those four metrics at every rate
 //! is ≤ 15 % + twice the measurement's own noise (the second round against the first,
@@ -142,9 +144,10 @@ fn bound(noise: f64) -> f64 {
     TARGET + 2.0 * noise
 }
 
-/// `validate` of the fleet behind `balancer`, fitted on `replica`, as `router`.
+/// `validate` of the fleet behind `balancer`, fitted on `replica` (alone, and beside its
+/// busy `neighbour` on the same two cores), as `router`.
 fn validate_fleet(
-    replica: &str,
+    [replica, neighbour]: [&str; 2],
     balancer: &str,
     router: &str,
     rates: &str,
@@ -155,6 +158,8 @@ fn validate_fleet(
         "validate",
         "--url",
         replica,
+        "--mb-beside",
+        neighbour,
         "--balancer",
         balancer,
         "--replicas",
@@ -276,6 +281,8 @@ fn interleaved_mean_ttft(
             };
             rc.horizon_s = 1e6;
             rc.timeout = Duration::from_secs(300);
+            // as `validate --balancer`: no /metrics scrapes taking round-robin's turns
+            rc.metrics_interval = None;
             let rep = rt
                 .block_on(run_load(
                     &rc,
@@ -346,7 +353,7 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     // round-robin first, at --load fractions of the fitted fleet's saturation ...
     let rr_dir = out.join("round_robin");
     let (rr_cmd, rr) = validate_fleet(
-        &a.url(),
+        [&a.url(), &b.url()],
         &lb_rr.url(),
         "round_robin",
         "--load=0.4,0.6,0.8,1.0",
@@ -356,7 +363,7 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     let rates: Vec<String> = rr.rates.iter().map(|r| format!("{:?}", r.rate)).collect();
     let lc_dir = out.join("least_outstanding");
     let (lc_cmd, lc) = validate_fleet(
-        &a.url(),
+        [&a.url(), &b.url()],
         &lb_lc.url(),
         "least_outstanding",
         &format!("--rates={}", rates.join(",")),

@@ -348,6 +348,62 @@ fn replay_of_a_recorded_fleet_run_and_another_router() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// Replicas that slow each other: the recorded fleet run replayed with a microbenchmark
+/// beside busy neighbours that is the one alone 30 % slower. Each rate's prediction then
+/// runs on a cost scaled by more than 1 and less than 1.3, more as the replicas get
+/// busier, and the fleet's predicted saturation falls by the full slowdown.
+#[test]
+fn a_fleet_beside_busy_neighbours_is_predicted_slower_the_busier_it_is() {
+    let _cpu = crate::common::cpu_bound();
+    let base = std::env::temp_dir().join(format!("kvqueue-beside-{}", std::process::id()));
+    let rec = base.join("rec");
+    let _ = std::fs::remove_dir_all(&base);
+    let src = fixture("nginx_fleet_run");
+    for e in walk(&src) {
+        let to = rec.join(e.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&e, &to).unwrap();
+    }
+    let (_, alone) = replay(&rec, &base.join("alone"), &[]);
+    let pre = std::fs::read_to_string(rec.join("microbench_pre.json")).unwrap();
+    let mut mb: serde_json::Value = serde_json::from_str(&pre).unwrap();
+    let slower = |v: &mut serde_json::Value| *v = (v.as_f64().unwrap() * 1.3).into();
+    for p in mb["prefill"].as_array_mut().unwrap() {
+        slower(&mut p["latency_s"]);
+    }
+    for d in mb["decode"].as_array_mut().unwrap() {
+        slower(&mut d["step_s"]);
+    }
+    std::fs::write(rec.join(validate::BESIDE), mb.to_string()).unwrap();
+    let (_, beside) = replay(&rec, &base.join("beside"), &[]);
+
+    let mut last = 1.0;
+    for (a, b) in alone.rates.iter().zip(&beside.rates) {
+        assert_eq!(a.colocation, None);
+        let (k, busy) = b.colocation.expect("a co-location factor at every rate");
+        assert!(k > 1.0 && k < 1.3 && busy > 0.0 && busy < 1.0, "{k} {busy}");
+        assert!(k > last, "rate {}: ×{k} after ×{last}", b.rate);
+        last = k;
+        let tpot = |r: &validate::RateResult| r.predicted.tpot.mean.unwrap();
+        assert!(
+            tpot(b) > tpot(a) && tpot(b) < tpot(a) * 2.0,
+            "rate {}: TPOT {} ms alone, {} ms beside (×{k})",
+            b.rate,
+            tpot(a) * 1e3,
+            tpot(b) * 1e3
+        );
+        assert_eq!(a.measured.ttft.mean, b.measured.ttft.mean);
+    }
+    let drop = alone.capacity_rps / beside.capacity_rps;
+    assert!(drop > 1.15 && drop < 1.45, "saturation ÷{drop}");
+    let md = std::fs::read_to_string(base.join("beside").join("validate.md")).unwrap();
+    assert!(
+        md.contains("Co-location: beside its busy neighbours"),
+        "{md}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// A replay simulates the server the run was recorded with: the recorded vLLM run was
 /// measured with `--slots 4 --budget 512` (vLLM does not report its max_num_seqs), so its
 /// replay needs no flags, and flags that contradict the recording do not change it.
