@@ -36,6 +36,37 @@ pub struct Slowdown {
 /// the same length, decodes of the same streams, slots and context); `None` if they
 /// share none.
 pub fn slowdown(alone: &MicrobenchResult, beside: &MicrobenchResult) -> Option<Slowdown> {
+    let (prefill, decode) = ratios(alone, beside);
+    let all: Vec<f64> = prefill.iter().chain(&decode).copied().collect();
+    Some(Slowdown {
+        prefill: median(prefill),
+        decode: median(decode),
+        factor: median(all),
+    })
+    .filter(|s| s.factor.is_finite())
+}
+
+/// How far the machine's speed moved between two microbenchmarks of the same points:
+/// the median |b / a − 1| over their common points (0 if they share none).
+pub fn drift(a: &MicrobenchResult, b: &MicrobenchResult) -> f64 {
+    let (prefill, decode) = ratios(a, b);
+    let d = median(
+        prefill
+            .iter()
+            .chain(&decode)
+            .map(|r| (r - 1.0).abs())
+            .collect(),
+    );
+    if d.is_finite() {
+        d
+    } else {
+        0.0
+    }
+}
+
+/// The ratios b / a of the prefill latencies and of the decode steps at the points both
+/// measured.
+fn ratios(alone: &MicrobenchResult, beside: &MicrobenchResult) -> (Vec<f64>, Vec<f64>) {
     let prefill: Vec<f64> = alone
         .prefill
         .iter()
@@ -59,13 +90,7 @@ pub fn slowdown(alone: &MicrobenchResult, beside: &MicrobenchResult) -> Option<S
             ratio(b.step_s, a.step_s)
         })
         .collect();
-    let all: Vec<f64> = prefill.iter().chain(&decode).copied().collect();
-    Some(Slowdown {
-        prefill: median(prefill),
-        decode: median(decode),
-        factor: median(all),
-    })
-    .filter(|s| s.factor.is_finite())
+    (prefill, decode)
 }
 
 fn ratio(beside: f64, alone: f64) -> Option<f64> {
@@ -193,9 +218,13 @@ mod tests {
         other.prefill.clear();
         let s = slowdown(&mb(1.0), &other).unwrap();
         assert!((s.factor - 1.4).abs() < 1e-12, "{s:?}");
-        // nothing in common: no slowdown
+        // nothing in common: no slowdown, no drift
         other.decode.clear();
         assert_eq!(slowdown(&mb(1.0), &other), None);
+        assert_eq!(drift(&mb(1.0), &other), 0.0);
+        // the machine 10 % faster afterwards, then 10 % slower
+        assert!((drift(&mb(1.0), &mb(0.9)) - 0.1).abs() < 1e-12);
+        assert!((drift(&mb(1.0), &mb(1.1)) - 0.1).abs() < 1e-12);
     }
 
     #[test]

@@ -109,6 +109,10 @@ pub struct ValidateReport {
     pub repeat_noise: Option<(f64, f64)>,
     /// With `--mb-beside`: how much slower the replica ran beside busy neighbours.
     pub slowdown: Option<Slowdown>,
+    /// How far the machine's speed moved between the microbenchmarks before and after
+    /// the measurement (median |after / before − 1| over their points): the fitted
+    /// cost's own uncertainty on this machine.
+    pub drift: f64,
     pub out: PathBuf,
 }
 

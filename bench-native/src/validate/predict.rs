@@ -258,6 +258,7 @@ pub(super) fn predict_and_report(
         median_abs_rel_error_alt: cells(true),
         repeat_noise,
         slowdown,
+        drift: colocation::drift(mb_pre, mb_post),
         rates: results,
         capacity_rps,
         out: out.clone(),

@@ -106,13 +106,15 @@ pub(super) fn markdown(
         s,
         "Machine drift (the cost model pools a microbenchmark before and after the \
          measurement): decode step at 1..{} streams {} ms before, {} ms after; prefill of \
-         {} tokens {:.1} ms before, {:.1} ms after.\n",
+         {} tokens {:.1} ms before, {:.1} ms after; median |change| over every point \
+         {:.1} %.\n",
         m.slots.min(8),
         steps(pre),
         steps(post),
         pre.prefill.last().map_or(0, |p| p.prompt_tokens),
         pre.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
         post.prefill.last().map_or(f64::NAN, |p| p.latency_s * 1e3),
+        r.drift * 100.0,
     );
     if m.replicas > 1 {
         fleet_section(&mut s, r, args, m);
