@@ -358,12 +358,7 @@ fn a_fleet_beside_busy_neighbours_is_predicted_slower_the_busier_it_is() {
     let base = std::env::temp_dir().join(format!("kvqueue-beside-{}", std::process::id()));
     let rec = base.join("rec");
     let _ = std::fs::remove_dir_all(&base);
-    let src = fixture("nginx_fleet_run");
-    for e in walk(&src) {
-        let to = rec.join(e.strip_prefix(&src).unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(&e, &to).unwrap();
-    }
+    copy_fixture("nginx_fleet_run", &rec);
     let (_, alone) = replay(&rec, &base.join("alone"), &[]);
     let pre = std::fs::read_to_string(rec.join("microbench_pre.json")).unwrap();
     let mut mb: serde_json::Value = serde_json::from_str(&pre).unwrap();
@@ -443,12 +438,7 @@ fn a_replay_without_run_args_says_what_to_write() {
     let base = std::env::temp_dir().join(format!("kvqueue-replay-noargs-{}", std::process::id()));
     let rec = base.join("rec");
     let _ = std::fs::remove_dir_all(&base);
-    let src = fixture("llama_server_run");
-    for e in walk(&src) {
-        let to = rec.join(e.strip_prefix(&src).unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(&e, &to).unwrap();
-    }
+    copy_fixture("llama_server_run", &rec);
     std::fs::remove_file(rec.join(validate::RECORDED_ARGS)).unwrap();
     // a report that names other flags is not read
     std::fs::write(
@@ -475,6 +465,16 @@ fn a_replay_without_run_args_says_what_to_write() {
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// A copy of the fixture `name` at `to`, to be changed.
+fn copy_fixture(name: &str, to: &Path) {
+    let src = fixture(name);
+    for e in walk(&src) {
+        let dst = to.join(e.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::copy(&e, &dst).unwrap();
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
