@@ -14,6 +14,7 @@
 //! itself grows with the factor, so the pair is found by fixed-point iteration from
 //! ρ at `s` = 1. At saturation every replica is busy and the factor is `s`.
 
+use super::errors::median;
 use crate::client::{Endpoint, EndpointConfig};
 use crate::microbench::{self, MicrobenchConfig, MicrobenchResult};
 use crate::run::RunError;
@@ -96,11 +97,6 @@ fn ratios(alone: &MicrobenchResult, beside: &MicrobenchResult) -> (Vec<f64>, Vec
 fn ratio(beside: f64, alone: f64) -> Option<f64> {
     let r = beside / alone;
     (r.is_finite() && r > 0.0).then_some(r)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    engine::metrics::percentile_type7(&v, 0.5).unwrap_or(f64::NAN)
 }
 
 /// The cost factor `f = 1 + (s − 1)·ρ(f)` and the busy fraction ρ it leaves, by
