@@ -2,14 +2,16 @@
 # kvqueue's test command: installs what it needs (idempotent, `scripts/setup.sh all`, in
 # the background beside steps 1-2, which need only the Rust toolchain), then runs, in order,
 #   1. format check
-#   2. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
+#   2. every native test built, clippy linting the workspace's crates as they build
+#   3. the hermetic tier: `cargo test --workspace` with nothing on PATH but the Rust
 #      toolchain and its linker, and KVQUEUE_ROOT empty, so no test can lean on a server
-#   3. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server,
+#   4. the live tier: the tests marked `#[ignore = "live: …"]` against a real llama-server,
 #      a real vLLM, nginx/HAProxy and Slurm (a missing one fails them); those that time a
-#      server first, alone, then the others in the background beside steps 4-7
-#   4. clippy (native; wasm32 for engine and app)  5. the property tests at more cases
-#   6. wasm tests (engine in Node, app in headless Chromium)
-#   7. release build of the page (in the background beside steps 4-6)
+#      server first, alone, then the others in the background beside steps 5-7
+#   5. the property tests at more cases
+#   6. wasm tests (engine in Node, app in headless Chromium), clippy linting engine and
+#      app for wasm32 as they build
+#   7. release build of the page (in the background beside steps 5-6)
 #   8. end-to-end test of the built page in headless Chromium (playwright-core)
 # and ends with every runner's summary and the total time. Exit status: non-zero if any
 # step failed.
@@ -71,13 +73,23 @@ cargo fetch --locked >/dev/null 2>&1 || cargo fetch
 background setup scripts/setup.sh all
 
 step fmt cargo fmt --all -- --check
-# The hermetic tier: built with the full PATH, run with nothing on PATH but the Rust
-# toolchain and its linker (doctests link), and no server installs (KVQUEUE_ROOT empty).
+# Clippy lints while the tests build, as `cargo clippy` does it: clippy-driver wraps rustc
+# for the workspace's own crates (never a dependency), so the lints need no second build of
+# every crate. Every cargo command that builds for the tests runs under `lint`, so that no
+# later one finds the wrapper changed and builds again; the page's release build does not
+# (clippy-driver turns MIR optimisations off).
+lint() {
+  RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)" \
+    CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" "$@"
+}
+# Every target: the libraries, binaries, tests, examples and criterion benches.
+step build-and-clippy lint cargo test --workspace --all-targets --profile ci --locked --no-run
+# The hermetic tier: run with nothing on PATH but the Rust toolchain and its linker
+# (doctests link), and no server installs (KVQUEUE_ROOT empty).
 HERMETIC="$ROOT/target/hermetic"
 rm -rf "$HERMETIC" && mkdir -p "$HERMETIC/bin" "$HERMETIC/root"
 ln -s "$(command -v cc)" "$HERMETIC/bin/cc"
-cargo test --workspace --profile ci --locked --no-run >/dev/null 2>&1 || true
-step hermetic-tests env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
+step hermetic-tests lint env PATH="$HERMETIC/bin:$HOME/.cargo/bin" KVQUEUE_ROOT="$HERMETIC/root" \
   cargo test --workspace --profile ci --locked
 finish setup || {
   echo "setup failed: the live tier and the page need it (log: $LOGDIR/setup.log)" >&2
@@ -86,28 +98,26 @@ finish setup || {
 # Those that time a server run first, on a quiet machine, a step per module so that each
 # one's time is in the summary. `--workspace` resolves features as the hermetic build did,
 # so nothing is built again.
-live() { cargo test --workspace --profile ci --locked --test bench_native -- --ignored --test-threads 1 "$@"; }
+live() { lint cargo test --workspace --profile ci --locked --test bench_native -- --ignored --test-threads 1 "$@"; }
 for group in real_server vllm_server like validate balancer prefix_live slot_live; do
   step "live-$group" live "$group::"
 done
 # The soak (memory and rows), the Slurm job array (byte-identity) and server-sweep's
-# launches time nothing: they run in the background beside the lints and the builds
+# launches time nothing: they run in the background beside the builds and the tests
 # below, not beside the end-to-end test, which times the page. (cargo holds its build
 # lock only while building, not while the tests run.)
 background live-untimed live soak:: slurm:: server_sweep::
 # The page's two wasm builds have target folders of their own (profiles wasm-release and
-# wasm-speed), so they build beside the lints and the tests below instead of after them.
+# wasm-speed), so they build beside the tests below instead of after them.
 background page-build node app/build.mjs
-step clippy-native cargo clippy --workspace --all-targets --locked -- -D warnings
-# On wasm32, what runs there: the libraries, the page's binaries and the tests (the
-# examples and the criterion benches are native tools, linted above).
-step clippy-wasm cargo clippy -p engine -p app --target wasm32-unknown-unknown --lib --bins --tests --locked -- -D warnings
 # The property tests of every parser (SSE events, measured files, cost and trace files,
 # sweep summaries, URL state), at 4000 cases each instead of the default few hundred.
-step property-tests env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
-# One build for both crates' wasm tests; the runner takes each test binary to Node or to
-# headless Chromium as the binary asks (app/tests/web.rs runs in the browser).
-step wasm-tests cargo test -p engine -p app --target wasm32-unknown-unknown --locked
+step property-tests lint env PROPTEST_CASES=4000 cargo test --workspace --profile ci --locked --lib
+# One build for both crates' wasm tests, linted for wasm32 as it builds, without debug
+# info; the runner takes each test binary to Node or to headless Chromium as the binary
+# asks (app/tests/web.rs runs in the browser).
+step wasm-tests-and-clippy lint env CARGO_PROFILE_DEV_DEBUG=0 \
+  cargo test -p engine -p app --target wasm32-unknown-unknown --locked
 finish page-build
 finish live-untimed
 step e2e-chromium node e2e/app.test.mjs dist
