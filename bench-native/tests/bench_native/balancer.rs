@@ -327,7 +327,7 @@ fn out_dir() -> (PathBuf, bool) {
         // relative to the repository root (tests run in bench-native/)
         Some(d) if !d.is_empty() => (repo_root().join(d), true),
         _ => (
-            std::env::temp_dir().join(format!("kvqueue-fleet-{}", std::process::id())),
+            crate::common::scratch_root().join(format!("kvqueue-fleet-{}", std::process::id())),
             false,
         ),
     }
@@ -343,7 +343,8 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     let _ = std::fs::remove_dir_all(out.join("round_robin"));
     let _ = std::fs::remove_dir_all(out.join("least_outstanding"));
     let _ = std::fs::remove_dir_all(out.join("interleaved"));
-    let scratch = std::env::temp_dir().join(format!("kvqueue-fleet-run-{}", std::process::id()));
+    let scratch =
+        crate::common::scratch_root().join(format!("kvqueue-fleet-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
     std::fs::create_dir_all(&out).unwrap();

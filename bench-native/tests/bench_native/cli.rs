@@ -159,7 +159,7 @@ fn too_many_threads_is_an_error_not_an_abort() {
 #[test]
 fn work_beyond_the_limit_ends_at_once_with_the_estimate() {
     let _cpu = crate::common::cpu_bound();
-    let out = std::env::temp_dir().join("kvq-limits-never-written");
+    let out = crate::common::scratch_root().join("kvq-limits-never-written");
     let out = out.to_str().unwrap();
     for (args, says) in [
         (vec!["simulate", "--horizon", "1e12"], "--horizon must be at most 1e9"),
@@ -240,7 +240,7 @@ fn a_drain_past_the_cap_ends_at_once_with_its_estimate_and_the_flag() {
     ]);
     assert!(e.starts_with("--max-drain-horizons must be at most"), "{e}");
     // The binary ends at once; so does a sweep with such a point.
-    let out = std::env::temp_dir().join("kvq-drain-never-written");
+    let out = crate::common::scratch_root().join("kvq-drain-never-written");
     let out = out.to_str().unwrap();
     let mut sim = vec!["simulate"];
     sim.extend(over);
@@ -512,7 +512,7 @@ fn real_trace_formats_import_by_their_columns() {
         "azure",
     ]);
     assert!(e.contains("line 1: missing column `TIMESTAMP`"), "{e}");
-    let dir = std::env::temp_dir().join(format!("kvq-formats-{}", std::process::id()));
+    let dir = crate::common::scratch_root().join(format!("kvq-formats-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.jsonl");
     std::fs::write(
@@ -542,7 +542,7 @@ fn fleet_config(args: &[&str]) -> Result<engine::fleet::FleetConfig, String> {
 }
 
 fn fleet_file(name: &str, json: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("kvq-fleet-cli-{}", std::process::id()));
+    let dir = crate::common::scratch_root().join(format!("kvq-fleet-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, json).unwrap();
@@ -719,7 +719,7 @@ fn simulate_prints_a_fleet_and_one_replica_is_the_one_server_run() {
 #[test]
 fn sweep_writes_one_fleet_row_per_run() {
     let _cpu = crate::common::cpu_bound();
-    let out = std::env::temp_dir().join(format!("kvq-fleet-sweep-{}", std::process::id()));
+    let out = crate::common::scratch_root().join(format!("kvq-fleet-sweep-{}", std::process::id()));
     let o = out.display().to_string();
     let text = stdout_of(&[
         "sweep",

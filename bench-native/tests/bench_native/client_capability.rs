@@ -123,7 +123,7 @@ async fn serve(mut s: TcpStream, reads: Reads) -> std::io::Result<()> {
 
 /// Prompts of 64 tokens, `output` tokens each, against the fake server; nothing scraped.
 fn config(url: &str, name: &str, arrivals: ArrivalProcess, output: u32) -> RunConfig {
-    let out = std::env::temp_dir().join(format!("kvqueue-{name}-{}", std::process::id()));
+    let out = crate::common::scratch_root().join(format!("kvqueue-{name}-{}", std::process::id()));
     let mut cfg = RunConfig::new(url, out);
     cfg.workload = Workload {
         arrivals,

@@ -36,6 +36,13 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Where the tests write their files: cargo's folder for integration tests' data
+/// (`target/tmp`), so that nothing is left in the system's temporary folder and
+/// `cargo clean` removes it all. Each test names its own folder in it.
+pub fn scratch_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

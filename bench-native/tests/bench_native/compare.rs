@@ -30,7 +30,7 @@ fn the_batching_model_is_named_batching_and_ours_still_parses() {
 #[test]
 fn compare_writes_tables_and_the_batching_model_beats_the_chain() {
     let _cpu = crate::common::cpu_bound();
-    let dir = std::env::temp_dir().join(format!("kvqueue_compare_{}", std::process::id()));
+    let dir = crate::common::scratch_root().join(format!("kvqueue_compare_{}", std::process::id()));
     let out = dir.to_str().unwrap();
     let cli = Cli::try_parse_from([
         "bench-native",
@@ -137,7 +137,7 @@ fn noise_floor_seeds_must_differ_from_the_yardstick() {
         "--horizon",
         "50",
         "--out",
-        std::env::temp_dir()
+        crate::common::scratch_root()
             .join("kvqueue_compare_overlap")
             .to_str()
             .unwrap(),

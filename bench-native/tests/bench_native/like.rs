@@ -21,7 +21,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kvqueue-like-{name}-{}", std::process::id()));
+    let d =
+        crate::common::scratch_root().join(format!("kvqueue-like-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

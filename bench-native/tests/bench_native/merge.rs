@@ -9,7 +9,7 @@ use std::process::Command;
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kvq-merge-{name}-{}", std::process::id()));
+    let d = crate::common::scratch_root().join(format!("kvq-merge-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

@@ -95,7 +95,7 @@ fn vllm_prefix_cache_hit_rate_and_ttft_are_predicted() {
     let dir: PathBuf = match std::env::var_os("KVQUEUE_PREFIX_OUT") {
         // relative to the repository root (tests run in bench-native/)
         Some(d) if !d.is_empty() => crate::common::repo_root().join(d),
-        _ => std::env::temp_dir().join(format!("kvq-prefix-live-{}", std::process::id())),
+        _ => crate::common::scratch_root().join(format!("kvq-prefix-live-{}", std::process::id())),
     };
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -26,7 +26,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kvqueue-real-{}-{name}", std::process::id()));
+    let d =
+        crate::common::scratch_root().join(format!("kvqueue-real-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

@@ -134,7 +134,7 @@ fn good(_: usize, max_tokens: u64) -> Vec<u8> {
 
 /// The output directory of the run called `name`.
 fn out_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("kvqueue-honesty-{}-{name}", std::process::id()))
+    crate::common::scratch_root().join(format!("kvqueue-honesty-{}-{name}", std::process::id()))
 }
 
 /// [`out_dir`], emptied.

@@ -91,7 +91,8 @@ fn chats() -> Workload {
 }
 
 fn config(url: &str, name: &str) -> RunConfig {
-    let dir = std::env::temp_dir().join(format!("kvqueue-users-{}-{name}", std::process::id()));
+    let dir =
+        crate::common::scratch_root().join(format!("kvqueue-users-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut cfg = RunConfig::new(url, dir);
     cfg.workload = chats();

@@ -9,7 +9,8 @@ use clap::Parser;
 fn server_sweep_launches_measures_and_stops_each_configuration() {
     let _live = crate::common::live();
     let (bin, model) = crate::common::installed();
-    let out = std::env::temp_dir().join(format!("kvq-server-sweep-{}", std::process::id()));
+    let out =
+        crate::common::scratch_root().join(format!("kvq-server-sweep-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let template = format!(
         "{} -m {} --host 127.0.0.1 --port {{port}} -np {{slots}} -b {{budget}} -ub {{budget}} -c 2048 -t 1 --metrics --no-webui -cram 0",

@@ -162,7 +162,7 @@ fn llama_server_slot_cache_hit_rate_and_ttft_are_predicted() {
     let dir: PathBuf = match std::env::var_os("KVQUEUE_SLOT_OUT") {
         // relative to the repository root (tests run in bench-native/)
         Some(d) if !d.is_empty() => crate::common::repo_root().join(d),
-        _ => std::env::temp_dir().join(format!("kvq-slot-live-{}", std::process::id())),
+        _ => crate::common::scratch_root().join(format!("kvq-slot-live-{}", std::process::id())),
     };
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

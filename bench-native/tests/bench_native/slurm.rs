@@ -68,7 +68,7 @@ const GRID: [&str; 9] = [
 fn a_sweep_sharded_over_a_slurm_job_array_merges_to_the_one_machine_sweep() {
     let _live = live();
     let bin = env!("CARGO_BIN_EXE_bench-native");
-    let dir = std::env::temp_dir().join(format!("kvq-slurm-{}", std::process::id()));
+    let dir = crate::common::scratch_root().join(format!("kvq-slurm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let cluster = Cluster::start(&dir.join("cluster"));

@@ -151,7 +151,8 @@ fn sample_rss(stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(f64, f64)>>
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kvqueue-soak-{}-{name}", std::process::id()));
+    let d =
+        crate::common::scratch_root().join(format!("kvqueue-soak-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

@@ -98,7 +98,8 @@ fn replay(rec: &Path, out: &Path, extra: &[&str]) -> (ValidateArgs, validate::Va
 #[ignore = "live: needs llama-server (scripts/setup.sh server)"]
 fn validate_two_rates_against_llama_server() {
     let _live = crate::common::live();
-    let dir = std::env::temp_dir().join(format!("kvqueue-validate-{}", std::process::id()));
+    let dir =
+        crate::common::scratch_root().join(format!("kvqueue-validate-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let server = start(2, 2048, 256, &dir.join("server.log"));
@@ -269,7 +270,7 @@ fn validate_two_rates_against_llama_server() {
 fn replay_of_a_recorded_run() {
     let _cpu = crate::common::cpu_bound();
     let rec = fixture("llama_server_run");
-    let out = std::env::temp_dir().join(format!("kvqueue-replay-{}", std::process::id()));
+    let out = crate::common::scratch_root().join(format!("kvqueue-replay-{}", std::process::id()));
     let (args, rep) = replay(&rec, &out, &[]);
     let rates: Vec<f64> = rep.rates.iter().map(|r| r.rate).collect();
     assert_eq!(rates, [0.71, 1.4, 2.3, 3.4]);
@@ -303,7 +304,8 @@ fn replay_of_a_recorded_run() {
 fn replay_of_a_recorded_fleet_run_and_another_router() {
     let _cpu = crate::common::cpu_bound();
     let rec = fixture("nginx_fleet_run");
-    let base = std::env::temp_dir().join(format!("kvqueue-fleet-replay-{}", std::process::id()));
+    let base =
+        crate::common::scratch_root().join(format!("kvqueue-fleet-replay-{}", std::process::id()));
     let (_, rr) = replay(&rec, &base.join("rr"), &[]);
     let (_, lor) = replay(&rec, &base.join("lor"), &["--router", "least_outstanding"]);
     let rates: Vec<f64> = rr.rates.iter().map(|r| r.rate).collect();
@@ -355,7 +357,7 @@ fn replay_of_a_recorded_fleet_run_and_another_router() {
 #[test]
 fn a_fleet_beside_busy_neighbours_is_predicted_slower_the_busier_it_is() {
     let _cpu = crate::common::cpu_bound();
-    let base = std::env::temp_dir().join(format!("kvqueue-beside-{}", std::process::id()));
+    let base = crate::common::scratch_root().join(format!("kvqueue-beside-{}", std::process::id()));
     let rec = base.join("rec");
     let _ = std::fs::remove_dir_all(&base);
     copy_fixture("nginx_fleet_run", &rec);
@@ -406,7 +408,8 @@ fn a_fleet_beside_busy_neighbours_is_predicted_slower_the_busier_it_is() {
 fn a_replay_takes_the_server_and_workload_from_the_recording() {
     let _cpu = crate::common::cpu_bound();
     let rec = fixture("vllm_run");
-    let base = std::env::temp_dir().join(format!("kvqueue-replay-args-{}", std::process::id()));
+    let base =
+        crate::common::scratch_root().join(format!("kvqueue-replay-args-{}", std::process::id()));
     let (_, plain) = replay(&rec, &base.join("plain"), &[]);
     let (_, other) = replay(
         &rec,
@@ -435,7 +438,8 @@ fn a_replay_takes_the_server_and_workload_from_the_recording() {
 #[test]
 fn a_replay_without_run_args_says_what_to_write() {
     let _cpu = crate::common::cpu_bound();
-    let base = std::env::temp_dir().join(format!("kvqueue-replay-noargs-{}", std::process::id()));
+    let base =
+        crate::common::scratch_root().join(format!("kvqueue-replay-noargs-{}", std::process::id()));
     let rec = base.join("rec");
     let _ = std::fs::remove_dir_all(&base);
     copy_fixture("llama_server_run", &rec);

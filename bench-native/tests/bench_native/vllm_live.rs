@@ -3,7 +3,7 @@
 //! and read through its `/metrics`.
 #![allow(dead_code)]
 
-use crate::common::{bin, free_port, repo_root, run_ok};
+use crate::common::{bin, free_port, repo_root, run_ok, scratch_root};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -46,14 +46,17 @@ impl Vllm {
     /// see `scripts/vllm-server.sh`) and waits until it is healthy.
     pub fn start(env: &[(&str, &str)]) -> Vllm {
         paths();
+        let port = free_port();
+        // vLLM leaves a folder in its temporary folder per start (`vllm_dist_…`): this
+        // one, in the tests' own scratch space.
+        let tmp = scratch_root().join(format!("vllm-tmp-{port}"));
+        std::fs::create_dir_all(&tmp).unwrap();
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain([("TMPDIR".to_string(), tmp.display().to_string())])
             .collect();
-        let v = Vllm {
-            port: free_port(),
-            env,
-        };
+        let v = Vllm { port, env };
         let out = script(v.port, "start", &v.env);
         assert!(
             out.status.success(),

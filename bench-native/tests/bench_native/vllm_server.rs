@@ -36,7 +36,7 @@ fn workload(rate: f64) -> Workload {
 }
 
 fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kvqueue-vllm-{}", std::process::id()));
+    let d = crate::common::scratch_root().join(format!("kvqueue-vllm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
