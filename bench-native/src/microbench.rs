@@ -111,6 +111,15 @@ pub struct MicrobenchArgs {
     /// Rounds of the decode curve (interleaved; gaps pooled).
     #[arg(long, default_value_t = 1)]
     pub decode_rounds: usize,
+    /// Pauses of the idle probe [s]: a lone shortest prompt sent this long after the
+    /// previous request ended, in `--idle-rounds` interleaved rounds; `fit` turns the TTFT's
+    /// growth with the pause into the server's wake-up after idle. `0` alone, or an empty
+    /// list (`--idle-pauses ""`), turns the probe off.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.05,0.2,1,2")]
+    pub idle_pauses: Vec<f64>,
+    /// Rounds of the idle probe (each pause once per round; the median is kept).
+    #[arg(long, default_value_t = 4)]
+    pub idle_rounds: usize,
     /// Output JSON (a CSV with the same stem is written beside it).
     #[arg(long, default_value = "microbench.json")]
     pub out: PathBuf,
@@ -146,6 +155,23 @@ pub struct MicrobenchConfig {
     pub cached_prefixes: Vec<u32>,
     /// New tokens after each cached prefix [tokens].
     pub cached_chunk: u32,
+    /// Pauses of the idle probe [s] (fewer than two: no probe).
+    pub idle_pauses: Vec<f64>,
+    /// Rounds of the idle probe.
+    pub idle_rounds: usize,
+}
+
+/// One point of the idle probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IdlePoint {
+    /// Pause between the end of the previous request and this one's send [s].
+    pub pause_s: f64,
+    /// Prompt tokens (the shortest prefill prompt) [tokens].
+    pub prompt_tokens: u32,
+    /// Median client TTFT over the rounds [s].
+    pub latency_s: f64,
+    /// Every round's TTFT [s].
+    pub samples_s: Vec<f64>,
 }
 
 /// One prefill point.
@@ -286,6 +312,9 @@ pub struct MicrobenchResult {
     /// Prompts after a cached prefix (absent: no cached-prefix probe).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cached: Vec<CachedPoint>,
+    /// Lone prompts after pauses (absent: no idle probe).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle: Vec<IdlePoint>,
     /// The server's per-iteration token budget, if given: a prefill point's prompt was
     /// processed in chunks of this many tokens (absent: in one iteration).
     #[serde(default)]
@@ -343,7 +372,8 @@ pub async fn microbench(
                 * (1 + cfg.long_prompt.is_some() as usize)
                 * cfg.decode_rounds.max(1)
             + cfg.mixed_streams.len() * cfg.repeats
-            + cfg.cached_prefixes.len() * cfg.repeats) as u64,
+            + cfg.cached_prefixes.len() * cfg.repeats
+            + idle_probe_len(cfg)) as u64,
     );
     let t0 = Instant::now();
     // warm-up
@@ -479,15 +509,81 @@ pub async fn microbench(
         }
     }
     let cached = cached_probe(cfg, &ep, &prompts, &mut id, t0, pb).await?;
+    let idle = idle_probe(cfg, &ep, &prompts, &mut id, t0, pb).await?;
     pb.finish_and_clear();
     Ok(MicrobenchResult {
         prefill,
         decode,
         cached,
+        idle,
         mixed,
         budget: cfg.budget,
         metadata,
     })
+}
+
+/// Requests the idle probe sends (0 without it).
+fn idle_probe_len(cfg: &MicrobenchConfig) -> usize {
+    if cfg.idle_pauses.len() < 2 {
+        0
+    } else {
+        cfg.idle_pauses.len() * cfg.idle_rounds.max(1)
+    }
+}
+
+/// The idle probe: in each round, for each pause, a lone prompt of the shortest prefill
+/// length (one output token) sent that long after the previous request ended; the
+/// client TTFT of each. Rounds interleave the pauses, so the machine's drift hits every
+/// pause alike.
+async fn idle_probe(
+    cfg: &MicrobenchConfig,
+    ep: &Endpoint,
+    prompts: &PromptBuilder,
+    id: &mut u64,
+    t0: Instant,
+    pb: &ProgressBar,
+) -> Result<Vec<IdlePoint>, RunError> {
+    if idle_probe_len(cfg) == 0 {
+        return Ok(Vec::new());
+    }
+    let len = cfg.prompt_lengths.iter().copied().min().unwrap_or(4).max(1);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); cfg.idle_pauses.len()];
+    let mut used = len;
+    for _ in 0..cfg.idle_rounds.max(1) {
+        for (k, &pause) in cfg.idle_pauses.iter().enumerate() {
+            tokio::time::sleep(Duration::from_secs_f64(pause)).await;
+            *id += 1;
+            let res = ep
+                .stream(t0, &ep.body(&prompts.prompt(*id, len), 1), cfg.timeout)
+                .await;
+            if let Some(e) = res.error {
+                return Err(RunError::Invalid(format!(
+                    "idle probe ({len}-token prompt after {pause} s) failed: {e}"
+                )));
+            }
+            let first = res.token_chunk_s.first().copied().ok_or_else(|| {
+                RunError::Invalid(format!(
+                    "idle probe ({len}-token prompt after {pause} s): the server sent no token"
+                ))
+            })?;
+            samples[k].push(first - res.sent_s);
+            if let Some(u) = res.usage {
+                used = u.prompt_tokens;
+            }
+            pb.inc(1);
+        }
+    }
+    Ok(cfg
+        .idle_pauses
+        .iter()
+        .zip(samples)
+        .map(|(&pause_s, s)| IdlePoint {
+            pause_s,
+            prompt_tokens: used,
+            latency_s: median(&s).unwrap_or(f64::NAN),
+            samples_s: s,
+        })
+        .collect())
 }
 
 /// The cached-prefix probe: per prefix, `repeats` times, a prompt of the prefix (to fill
@@ -646,7 +742,7 @@ pub fn mixed_chunks(prompt: u32, k: u32, budget: Option<u32>) -> Vec<(u32, u64)>
 }
 
 /// Attempts of one mixed probe before its timing miss is an error.
-const MIXED_ATTEMPTS: u32 = 3;
+const MIXED_ATTEMPTS: u32 = 5;
 
 /// Starts `k` decode streams, sends the probe prompt once they decode, and reads the
 /// streams' gaps that end at the prompt's first token (the prompt's iterations). The inner
@@ -798,6 +894,14 @@ pub fn write(result: &MicrobenchResult, path: &Path) -> Result<PathBuf, RunError
             String::new(),
         ])?;
     }
+    for p in &result.idle {
+        w.write_record([
+            format!("prefill_{}_tokens_after_pause_s", p.prompt_tokens),
+            p.pause_s.to_string(),
+            p.latency_s.to_string(),
+            String::new(),
+        ])?;
+    }
     w.flush().map_err(|source| RunError::Io {
         path: csv_path.clone(),
         source,
@@ -833,6 +937,19 @@ impl MicrobenchArgs {
                     self.server.timeout
                 )
             })?;
+        if let Some(p) = self
+            .idle_pauses
+            .iter()
+            .find(|p| !(p.is_finite() && (0.0..=60.0).contains(*p)))
+        {
+            anyhow::bail!("--idle-pauses must be seconds from 0 to 60 (got {p})");
+        }
+        if self.idle_pauses.windows(2).any(|w| w[1] <= w[0]) {
+            anyhow::bail!(
+                "--idle-pauses must increase (got {:?}); the first, normally 0, is the baseline",
+                self.idle_pauses
+            );
+        }
         if self.cached_prefixes.contains(&0) || self.cached_chunk == 0 {
             anyhow::bail!(
                 "--cached-prefixes and --cached-chunk must be ≥ 1 token (got {:?} and {}): \
@@ -865,6 +982,8 @@ impl MicrobenchArgs {
             decode_rounds: self.decode_rounds,
             cached_prefixes: self.cached_prefixes.clone(),
             cached_chunk: self.cached_chunk,
+            idle_pauses: self.idle_pauses.clone(),
+            idle_rounds: self.idle_rounds,
         })
     }
 }

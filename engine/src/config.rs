@@ -165,6 +165,15 @@ pub struct ServerConfig {
     /// default (the cost model's own intercept holds it), and then not written out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub step_overhead_s: f64,
+    /// The wake-up after idle: the first step after the server has had nothing to run for
+    /// a while takes longer, by how long (caches, CPU frequency and the scheduler's sleep
+    /// going cold). (idle time [s], extra time of that step [s]) points, strictly
+    /// increasing in idle time, interpolated piecewise-linearly and held at the end
+    /// points' values beyond them ([`ServerConfig::wake_s`]; docs/model.md, Overheads).
+    /// `bench-native microbench` measures it as lone prompts after pauses. Empty by
+    /// default (no such cost), and then not written out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_wake: Vec<(f64, f64)>,
     /// Prefix caching (paged KV only); off by default, and then not written out.
     #[serde(default, skip_serializing_if = "PrefixCache::is_off")]
     pub prefix_cache: PrefixCache,
@@ -189,6 +198,7 @@ impl Default for ServerConfig {
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            idle_wake: Vec::new(),
             prefix_cache: PrefixCache::Off,
         }
     }
@@ -226,6 +236,7 @@ impl ServerConfig {
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            idle_wake: Vec::new(),
             prefix_cache: PrefixCache::Off,
         }
     }
@@ -235,6 +246,17 @@ impl ServerConfig {
     #[inline]
     pub fn entry_delay(&self, prompt: u32) -> f64 {
         self.overhead_s + self.overhead_per_token_s * prompt as f64
+    }
+
+    /// Extra time of the first step after `idle` seconds without work [s]
+    /// ([`ServerConfig::idle_wake`]; 0 when it is empty).
+    pub fn wake_s(&self, idle: f64) -> f64 {
+        match self.idle_wake.as_slice() {
+            [] => 0.0,
+            [first, ..] if idle <= first.0 => first.1,
+            [.., last] if idle >= last.0 => last.1,
+            pts => crate::cost::interpolate(pts, idle),
+        }
     }
 
     /// Tokens of KV each llama.cpp slot owns (CTX / SLOTS), for [`ServerConfig::llama_cpp`].
@@ -277,6 +299,7 @@ impl ServerConfig {
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            idle_wake: Vec::new(),
             prefix_cache: PrefixCache::Off,
         }
     }
@@ -438,6 +461,16 @@ impl SimConfig {
         non_negative("per-request overhead", s.overhead_s)?;
         non_negative("per-prompt-token overhead", s.overhead_per_token_s)?;
         non_negative("per-step overhead", s.step_overhead_s)?;
+        if s.idle_wake
+            .iter()
+            .any(|p| !(p.0.is_finite() && p.1.is_finite() && p.0 >= 0.0 && p.1 >= 0.0))
+            || s.idle_wake.windows(2).any(|w| w[1].0 <= w[0].0)
+        {
+            return Err(ConfigError::Cost(
+                "idle wake-up points must be finite, >= 0 and strictly increasing in idle time"
+                    .into(),
+            ));
+        }
         if s.watermark >= 0.5 {
             return Err(ConfigError::OutOfRange {
                 name: "watermark",

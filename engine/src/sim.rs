@@ -263,6 +263,11 @@ struct Sim<'a, S: Scheduler> {
     ready: Option<Ready>,
     /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
     wake: f64,
+    /// Since when the server has had nothing to run (its plan was empty), until its next
+    /// step: that step takes [`crate::config::ServerConfig::wake_s`] of the idle time more.
+    idle_since: Option<f64>,
+    /// The server has an idle wake-up cost ([`crate::config::ServerConfig::idle_wake`]).
+    wakes: bool,
     /// The run has stopped (horizon or drain cap); what arrives later is settled by
     /// [`Sim::finish`].
     stopped: bool,
@@ -366,6 +371,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             stash: None,
             ready: None,
             wake: 0.0,
+            idle_since: None,
+            wakes: !s.idle_wake.is_empty(),
             stopped: false,
             work_tokens: 0,
             departures: None,
@@ -416,6 +423,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                     self.running.is_empty(),
                     "a non-empty running set must do something"
                 );
+                self.idle_since.get_or_insert(self.t);
                 let next = requests.next_t();
                 if next == f64::INFINITY {
                     self.wake = f64::INFINITY;
@@ -786,7 +794,12 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     fn iteration<Q: Source>(&mut self, plan: Plan, requests: &mut Q, limit: f64) -> Step {
         let d = match self.ready.take() {
             Some(Ready::Iteration { d }) => d,
-            _ => self.iteration_time(&plan),
+            _ => match self.idle_since {
+                Some(t0) if self.wakes => {
+                    self.iteration_time(&plan) + self.cfg.server.wake_s(self.t - t0)
+                }
+                _ => self.iteration_time(&plan),
+            },
         };
         let t_end = self.t + d;
         if t_end > self.stop_at {
@@ -797,6 +810,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             return Step::Blocked(t_end);
         }
         self.stats.busy_s += d;
+        self.idle_since = None;
         let decoders = plan.decode_seqs as usize;
         self.grow_blocks(1, decoders);
         self.log.iteration(
@@ -948,6 +962,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             self.grow_blocks(k, n);
         }
         self.stats.busy_s += t_end - self.t;
+        // Only a prompt ends an idle spell (the running set was empty): it pays the wake-up.
+        self.idle_since = None;
         self.work_tokens -= n as u64 * k;
         self.log.decode_run(
             &at,

@@ -83,6 +83,7 @@ fn base(policy: Policy, kv_mode: KvMode, lengths: LengthDist, rate: f64) -> SimC
             overhead_s: 0.0,
             overhead_per_token_s: 0.0,
             step_overhead_s: 0.0,
+            idle_wake: Vec::new(),
             prefix_cache: engine::PrefixCache::Off,
         },
         cost: CostModel::default(),

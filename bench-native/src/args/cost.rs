@@ -37,7 +37,7 @@ pub fn roofline(spec: &str) -> anyhow::Result<(CostModel, u64)> {
 
 /// The overheads a cost file gives beside its model (docs/model.md, Overheads): `fit`'s
 /// `overhead_s`, `overhead_per_token_s` and `step_overhead_s`; all 0 for a bare model.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overheads {
     /// Front-end delay per request [s] (`ServerConfig::overhead_s`).
     pub request_s: f64,
@@ -45,6 +45,9 @@ pub struct Overheads {
     pub per_token_s: f64,
     /// Scheduling overhead per engine step [s] (`ServerConfig::step_overhead_s`).
     pub step_s: f64,
+    /// The wake-up after idle: (idle [s], extra time of the next step [s]) points
+    /// (`ServerConfig::idle_wake`).
+    pub idle_wake: Vec<(f64, f64)>,
 }
 
 impl Overheads {
@@ -53,14 +56,16 @@ impl Overheads {
         server.overhead_s = self.request_s;
         server.overhead_per_token_s = self.per_token_s;
         server.step_overhead_s = self.step_s;
+        server.idle_wake.clone_from(&self.idle_wake);
     }
 }
 
 /// `reference`, `a10g`, or a JSON file holding a CostModel, or an object of them as `fit`
-/// writes (`{"ubatch": …, "table": …, "linear": …, "overhead_s": …}`): its `ubatch` model
-/// (the one `validate` predicts with), else `table`, else `linear`; `FILE#linear` (or
-/// `#table`, `#ubatch`) picks one. Returns the model and the overheads the file gives
-/// (`fit`'s `overhead_s`, `overhead_per_token_s`, `step_overhead_s`; 0 otherwise).
+/// writes (`{"ubatch": …, "table": …, "linear": …, "default": "ubatch", "overhead_s": …}`):
+/// the model its `default` names (`fit`: the one whose form matches the server), else its
+/// `ubatch` model, else `table`, else `linear`; `FILE#linear` (or `#table`, `#ubatch`)
+/// picks one. Returns the model and the overheads the file gives (`fit`'s `overhead_s`,
+/// `overhead_per_token_s`, `step_overhead_s`, `idle_wake_s`; none otherwise).
 pub fn load_cost(spec: &str) -> anyhow::Result<(CostModel, Overheads)> {
     match spec {
         "reference" => Ok((CostModel::default(), Overheads::default())),
@@ -138,10 +143,17 @@ pub fn parse_cost(
             .filter(|x| x.is_finite() && *x >= 0.0)
             .unwrap_or(0.0)
     };
+    let idle_wake: Vec<(f64, f64)> = match v.get("idle_wake_s") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(w) => serde_json::from_value(w.clone()).with_context(|| {
+            format!("{path}: \"idle_wake_s\" must be [[idle seconds, extra seconds], …]")
+        })?,
+    };
     let overhead = Overheads {
         request_s: field("overhead_s"),
         per_token_s: field("overhead_per_token_s"),
         step_s: field("step_overhead_s"),
+        idle_wake,
     };
     let pick = match kind {
         Some(k) => v
@@ -149,9 +161,14 @@ pub fn parse_cost(
             .cloned()
             .with_context(|| format!("{path} has no \"{k}\" model"))?,
         None if v.get("kind").is_some() => v,
-        None => ["ubatch", "table", "linear"]
-            .iter()
-            .find_map(|k| v.get(*k).cloned())
+        // `fit` names the model whose form matches the server (`default`); older files
+        // and hand-written ones fall back to the first of these they hold.
+        None => v
+            .get("default")
+            .and_then(serde_json::Value::as_str)
+            .into_iter()
+            .chain(["ubatch", "table", "linear"])
+            .find_map(|k| v.get(k).cloned())
             .with_context(|| {
                 format!("{path}: expected a CostModel (with \"kind\") or an object with \"ubatch\"/\"table\"/\"linear\"")
             })?,
@@ -202,6 +219,37 @@ mod tests {
         // a bare model file has no overhead
         let bare = fit.replace("fit.json", "fit.linear.json");
         assert_eq!(load_cost(&bare).unwrap().1, Overheads::default());
+    }
+
+    /// `default` picks the model; `idle_wake_s` comes with the overheads and reaches the
+    /// server; a malformed one is refused by name.
+    #[test]
+    fn a_fit_file_names_its_default_model_and_wake_up() {
+        let lin = LinearCost {
+            beta0: 2e-3,
+            beta_prefill: 1e-4,
+            ..LinearCost::default()
+        };
+        let table =
+            serde_json::json!({"kind": "table", "decode": [[1.0, 0.01]], "prefill": [[1.0, 0.01]]});
+        let text = serde_json::json!({
+            "linear": CostModel::Linear(lin), "table": table, "default": "linear",
+            "idle_wake_s": [[0.0, 0.0], [1.0, 0.004]],
+        })
+        .to_string();
+        let (m, o) = parse_cost(&text, "fit.json", None).unwrap();
+        assert!(matches!(m, CostModel::Linear(_)), "{m:?}");
+        assert_eq!(o.idle_wake, vec![(0.0, 0.0), (1.0, 0.004)]);
+        let mut server = engine::config::ServerConfig::default();
+        o.apply(&mut server);
+        assert_eq!(server.wake_s(5.0), 0.004);
+        // a default it does not hold falls back to the usual order
+        let text = text.replace("\"default\":\"linear\"", "\"default\":\"ubatch\"");
+        let (m, _) = parse_cost(&text, "fit.json", None).unwrap();
+        assert!(matches!(m, CostModel::Table(_)), "{m:?}");
+        let bad = text.replace("[[0.0,0.0],[1.0,0.004]]", "\"soon\"");
+        let e = parse_cost(&bad, "fit.json", None).unwrap_err().to_string();
+        assert!(e.contains("idle_wake_s"), "{e}");
     }
 
     /// A coefficient: mostly sensible, sometimes negative, zero, huge or tiny.

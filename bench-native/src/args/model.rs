@@ -167,7 +167,9 @@ pub struct ModelArgs {
     /// Cost model: `reference`, `a10g` (the measured vLLM/A10G table),
     /// `roofline:GPU:MODEL[:MEM_UTIL[:TP]]` (e.g. `roofline:H100:Llama-3.1-8B:0.9:1`; sets the KV
     /// capacity too unless --kv is given), or a JSON file of a CostModel (from `bench-native fit`:
-    /// its `ubatch` model, or `fit.json#linear` / `#table`; with its measured overhead).
+    /// the model its `default` names, `ubatch` for llama.cpp and `linear` for vLLM, or
+    /// `fit.json#linear` / `#table` / `#ubatch`; with its measured overheads and wake-up after
+    /// idle).
     #[arg(long)]
     pub cost: Option<String>,
     /// Per-request front-end overhead [ms] (HTTP, tokenization, the server's task queue):

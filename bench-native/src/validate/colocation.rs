@@ -197,6 +197,7 @@ mod tests {
                 .collect(),
             mixed: Vec::new(),
             cached: Vec::new(),
+            idle: Vec::new(),
             budget: None,
             metadata: serde_json::Value::Null,
         }

@@ -206,6 +206,7 @@ pub fn pool(a: &MicrobenchResult, b: &MicrobenchResult) -> MicrobenchResult {
         decode,
         mixed,
         cached: a.cached.iter().chain(&b.cached).cloned().collect(),
+        idle: a.idle.iter().chain(&b.idle).cloned().collect(),
         budget: a.budget,
         metadata: a.metadata.clone(),
     }

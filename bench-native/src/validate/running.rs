@@ -193,6 +193,9 @@ fn microbench_config(
         decode_rounds: args.mb_decode_rounds.max(1),
         cached_prefixes: vec![],
         cached_chunk: 32,
+        // validate's predictions keep no wake-up after idle
+        idle_pauses: vec![],
+        idle_rounds: 0,
     }
 }
 

@@ -207,6 +207,8 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
         decode_rounds: 1,
         cached_prefixes: vec![],
         cached_chunk: 32,
+        idle_pauses: vec![0.0, 0.3],
+        idle_rounds: 2,
     };
     let mb = runtime()
         .block_on(microbench::microbench(&cfg, &ProgressBar::hidden()))
@@ -234,6 +236,17 @@ fn microbench_then_fit_gives_a_loadable_cost_model() {
             .collect::<Vec<_>>(),
         vec![16, 64, 192]
     );
+    // the idle probe: the shortest prompt after each pause, every round
+    let idle: Vec<(f64, u32, usize)> = mb
+        .idle
+        .iter()
+        .map(|p| (p.pause_s, p.prompt_tokens, p.samples_s.len()))
+        .collect();
+    assert_eq!(idle, vec![(0.0, 16, 2), (0.3, 16, 2)], "{:?}", mb.idle);
+    assert!(mb
+        .idle
+        .iter()
+        .all(|p| p.latency_s > 0.0 && p.latency_s < 5.0));
     assert!(
         mb.prefill[2].latency_s > mb.prefill[0].latency_s,
         "longer prompts take longer: {:?}",
