@@ -166,6 +166,8 @@ fn microbench_server(rt: &tokio::runtime::Runtime) -> MicrobenchResult {
         decode_rounds: 1,
         cached_prefixes: vec![],
         cached_chunk: 32,
+        idle_pauses: vec![],
+        idle_rounds: 0,
     };
     let mut mb = retry(rt, &cfg);
     let long = MicrobenchConfig {

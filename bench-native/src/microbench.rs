@@ -476,7 +476,7 @@ pub async fn microbench(
             // A probe whose timing a busy client or server blurred is run again.
             let mut attempt = 1;
             let probe = loop {
-                match mixed_probe(cfg, &ep, &mut prompts, &mut id, k, t0).await? {
+                match mixed_probe(cfg, &ep, &mut prompts, &mut id, k, attempt, t0).await? {
                     Ok(p) => break p,
                     Err(_) if attempt < MIXED_ATTEMPTS => attempt += 1,
                     Err(miss) => {
@@ -754,12 +754,15 @@ async fn mixed_probe(
     prompts: &mut PromptBuilder,
     id: &mut u64,
     k: u32,
+    attempt: u32,
     t0: Instant,
 ) -> Result<Result<MixedProbe, String>, RunError> {
     let fail = |why: String| RunError::Invalid(format!("mixed probe with {k} streams: {why}"));
     let n_chunks = mixed_chunks(cfg.mixed_prompt, k, cfg.budget).len() as u32;
-    // enough tokens to decode through the warm-up, every chunk and a margin
-    let out = 96 + 2 * n_chunks;
+    // enough tokens to decode through the warm-up, every chunk and a margin; longer on
+    // each attempt, for a server whose front end is slow to hand the prompt over while
+    // the streams keep the cores busy (the streams then end before the prompt's first token)
+    let out = (96 + 2 * n_chunks) * attempt.max(1);
     let mut tasks = Vec::new();
     for slot in 0..k.max(1) {
         *id += 1;
