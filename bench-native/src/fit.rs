@@ -835,7 +835,6 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
             "wake-up after idle: {} (a lone prompt's TTFT after a pause, less the fit's own prefill point)",
             f.idle_wake
                 .iter()
-                .skip(1)
                 .map(|(p, w)| format!("+{:.2} ms at {p} s", w * 1e3))
                 .collect::<Vec<_>>()
                 .join(", ")

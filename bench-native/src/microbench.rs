@@ -394,15 +394,7 @@ pub async fn microbench(
             let body = ep.body(&prompts.prompt(id, len), 1);
             let before = vllm_prompt_time(&ep).await;
             let res = ep.stream(t0, &body, cfg.timeout).await;
-            if let Some(e) = res.error {
-                return Err(RunError::Invalid(format!(
-                    "prefill of {len} tokens failed: {e}"
-                )));
-            }
-            let first = res.token_chunk_s.first().copied().ok_or_else(|| {
-                RunError::Invalid(format!("prefill of {len} tokens: the server sent no token"))
-            })?;
-            samples.push(first - res.sent_s);
+            samples.push(client_ttft(&res, || format!("prefill of {len} tokens"))?);
             if let Some(t) = res.timings {
                 server.push(t.prompt_ms / 1e3);
             } else if let Some(b) = before {
@@ -522,6 +514,22 @@ pub async fn microbench(
     })
 }
 
+/// A lone prompt's client TTFT [s]; its error, or no token, is an error naming `what`.
+fn client_ttft(
+    res: &crate::client::StreamResult,
+    what: impl Fn() -> String,
+) -> Result<f64, RunError> {
+    if let Some(e) = &res.error {
+        return Err(RunError::Invalid(format!("{} failed: {e}", what())));
+    }
+    let first = res
+        .token_chunk_s
+        .first()
+        .copied()
+        .ok_or_else(|| RunError::Invalid(format!("{}: the server sent no token", what())))?;
+    Ok(first - res.sent_s)
+}
+
 /// Requests the idle probe sends (0 without it).
 fn idle_probe_len(cfg: &MicrobenchConfig) -> usize {
     if cfg.idle_pauses.len() < 2 {
@@ -556,17 +564,9 @@ async fn idle_probe(
             let res = ep
                 .stream(t0, &ep.body(&prompts.prompt(*id, len), 1), cfg.timeout)
                 .await;
-            if let Some(e) = res.error {
-                return Err(RunError::Invalid(format!(
-                    "idle probe ({len}-token prompt after {pause} s) failed: {e}"
-                )));
-            }
-            let first = res.token_chunk_s.first().copied().ok_or_else(|| {
-                RunError::Invalid(format!(
-                    "idle probe ({len}-token prompt after {pause} s): the server sent no token"
-                ))
-            })?;
-            samples[k].push(first - res.sent_s);
+            samples[k].push(client_ttft(&res, || {
+                format!("idle probe ({len}-token prompt after {pause} s)")
+            })?);
             if let Some(u) = res.usage {
                 used = u.prompt_tokens;
             }
@@ -621,13 +621,7 @@ async fn cached_probe(
                 "cached-prefix probe, {} tokens after {prefix}",
                 cfg.cached_chunk
             );
-            if let Some(e) = res.error {
-                return Err(RunError::Invalid(format!("{what}: {e}")));
-            }
-            let first =
-                res.token_chunk_s.first().copied().ok_or_else(|| {
-                    RunError::Invalid(format!("{what}: the server sent no token"))
-                })?;
+            let first = client_ttft(&res, || what.clone())?;
             let hit = res.cached_tokens.ok_or_else(|| {
                 RunError::Invalid(format!(
                     "{what}: the server reports no cached tokens (llama.cpp's timings.cache_n; \
@@ -641,7 +635,7 @@ async fn cached_probe(
                      prefix cache on?"
                 )));
             }
-            ttft.push(first - res.sent_s);
+            ttft.push(first);
             server.extend(
                 res.timings
                     .map(|t| t.prompt_ms / 1e3)

@@ -266,8 +266,6 @@ struct Sim<'a, S: Scheduler> {
     /// Since when the server has had nothing to run (its plan was empty), until its next
     /// step: that step takes [`crate::config::ServerConfig::wake_s`] of the idle time more.
     idle_since: Option<f64>,
-    /// The server has an idle wake-up cost ([`crate::config::ServerConfig::idle_wake`]).
-    wakes: bool,
     /// The run has stopped (horizon or drain cap); what arrives later is settled by
     /// [`Sim::finish`].
     stopped: bool,
@@ -372,7 +370,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             ready: None,
             wake: 0.0,
             idle_since: None,
-            wakes: !s.idle_wake.is_empty(),
             stopped: false,
             work_tokens: 0,
             departures: None,
@@ -795,7 +792,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let d = match self.ready.take() {
             Some(Ready::Iteration { d }) => d,
             _ => match self.idle_since {
-                Some(t0) if self.wakes => {
+                Some(t0) if !self.cfg.server.idle_wake.is_empty() => {
                     self.iteration_time(&plan) + self.cfg.server.wake_s(self.t - t0)
                 }
                 _ => self.iteration_time(&plan),
