@@ -310,15 +310,17 @@ impl ModelKind {
 /// [`AnalyticError::Config`] for an invalid configuration, [`AnalyticError::Unsupported`]
 /// when the model does not cover the policy / KV mode / cost model.
 pub fn predict(model: ModelKind, cfg: &SimConfig) -> Result<Prediction, AnalyticError> {
-    predict_pooled(model, cfg, 1.0)
+    predict_pooled(model, cfg, 1.0, false)
 }
 
-/// [`predict`] for one of `pooled` servers whose queues move as one (only the batching
-/// model covers `pooled > 1`; see `fleet.rs`).
+/// [`predict`] for one of `pooled` servers whose queues move as one, routed to by least
+/// outstanding work if `by_work` (only the batching model covers `pooled > 1` and
+/// `by_work`; see `fleet.rs`).
 fn predict_pooled(
     model: ModelKind,
     cfg: &SimConfig,
     pooled: f64,
+    by_work: bool,
 ) -> Result<Prediction, AnalyticError> {
     cfg.validate()?;
     let h = cfg.server.overhead_s;
@@ -329,7 +331,7 @@ fn predict_pooled(
         let mut inner = cfg.clone();
         inner.server.overhead_s = 0.0;
         inner.metrics.slo_ttft_s = (cfg.metrics.slo_ttft_s - h).max(f64::MIN_POSITIVE);
-        return Ok(match predict_pooled(model, &inner, pooled)? {
+        return Ok(match predict_pooled(model, &inner, pooled, by_work)? {
             Prediction::Stable(mut m) => {
                 m.ttft_mean_s += h;
                 m.ttft_p50_s += h;
@@ -340,7 +342,7 @@ fn predict_pooled(
             unstable => unstable,
         });
     }
-    if pooled > 1.0 && model != ModelKind::Batching {
+    if (pooled > 1.0 || by_work) && model != ModelKind::Batching {
         return Err(AnalyticError::Unsupported {
             model: model.as_str(),
             what: "pooled (join-the-shortest-queue) servers".into(),
@@ -350,7 +352,10 @@ fn predict_pooled(
         ModelKind::ReferenceMmc => Ok(ReferenceMmc::from_config(cfg)?.prediction(cfg)),
         ModelKind::ReferenceChain => Ok(ReferenceChain::from_config(cfg)?.prediction(cfg)),
         ModelKind::ReferenceCtmc => Ok(ReferenceCtmc::from_config(cfg)?.prediction(cfg)),
-        ModelKind::Batching => BatchingModel::from_config(cfg)?.pooled(pooled).prediction(),
+        ModelKind::Batching => BatchingModel::from_config(cfg)?
+            .pooled(pooled)
+            .routed_by_work(by_work)
+            .prediction(),
     }
 }
 

@@ -125,6 +125,9 @@ pub struct BatchingModel {
     arrival_scv: f64,
     /// How many servers the queue is pooled over (1 alone; see [`BatchingModel::pooled`]).
     pooled: f64,
+    /// Routed to the least outstanding work rather than the fewest requests (see
+    /// [`BatchingModel::routed_by_work`]).
+    by_work: bool,
 }
 
 /// What one configuration fixes before the fixed point: the KV grid, the cost tables and
@@ -155,6 +158,8 @@ struct Setup<'a> {
     /// As [`BatchingModel`]'s.
     arrival_scv: f64,
     pooled: f64,
+    /// SCV of an outstanding request's work when routed by work, else `None`.
+    work_scv: Option<f64>,
 }
 
 /// The fixed point over the accepted means, the mean wait and the states.
@@ -197,6 +202,52 @@ fn arrival_seen(avg: &[f64], deaths: &[f64], lambda: f64, arrival_scv: f64) -> V
         // A death from state 0 cannot happen (deaths[0] = 0); `carry` is then 0.
     }
     q
+}
+
+/// SCV of the outstanding work (prompt + remaining output) of a request in system, over
+/// time: each request weighted by its time in system (∝ its output) with its remaining
+/// output uniform over its run.
+fn outstanding_work_scv(atoms: &[Atom]) -> f64 {
+    let (mut m0, mut m1, mut m2) = (0.0, 0.0, 0.0);
+    for a in atoms {
+        let (p, o) = (a.prompt, a.output.max(1.0));
+        m0 += a.w * o;
+        m1 += a.w * (p * o + o * o / 2.0);
+        m2 += a.w * (p * p * o + p * o * o + o * o * o / 3.0);
+    }
+    let mean = m1 / m0;
+    ((m2 / m0) / (mean * mean) - 1.0).max(0.0)
+}
+
+/// The count an arrival finds when the router balances work, not requests: servers
+/// holding the same work hold counts spread as a renewal count, variance `n̄·c_u²` at a
+/// mean count n̄ (c_u² the SCV of one request's outstanding work), around the count of
+/// the pooled queue.
+fn dispersed_by_work(seen: &[f64], c2: f64) -> Vec<f64> {
+    let n_bar: f64 = seen.iter().enumerate().map(|(n, q)| n as f64 * q).sum();
+    let sd = (n_bar * c2).sqrt();
+    if sd < 1e-6 || seen.len() < 2 {
+        return seen.to_vec();
+    }
+    let top = seen.len() - 1;
+    let reach = (6.0 * sd).ceil() as i64;
+    let phi = super::special::normal_cdf;
+    let kernel: Vec<f64> = (-reach..=reach)
+        .map(|k| phi((k as f64 + 0.5) / sd) - phi((k as f64 - 0.5) / sd))
+        .collect();
+    let mut out = vec![0.0; seen.len()];
+    for (n, &q) in seen.iter().enumerate() {
+        if q == 0.0 {
+            continue;
+        }
+        for (j, &w) in kernel.iter().enumerate() {
+            let m = (n as i64 + j as i64 - reach).clamp(0, top as i64) as usize;
+            out[m] += q * w;
+        }
+    }
+    let scale = seen.iter().sum::<f64>() / out.iter().sum::<f64>();
+    out.iter_mut().for_each(|x| *x *= scale);
+    out
 }
 
 fn accepted_means(avg: &[f64], states: &[StateInfo]) -> (f64, f64, f64, f64) {
@@ -249,6 +300,7 @@ impl BatchingModel {
             moments: fast_moments(&cfg.workload.lengths),
             arrival_scv: cfg.workload.arrivals.scv(),
             pooled: 1.0,
+            by_work: false,
         })
     }
 
@@ -259,6 +311,17 @@ impl BatchingModel {
     /// for a partial pooling).
     pub(crate) fn pooled(mut self, n: f64) -> BatchingModel {
         self.pooled = n.max(1.0);
+        self
+    }
+
+    /// The model of one of the pooled servers when the router picks the least outstanding
+    /// work (prompt + remaining output tokens) instead of the fewest requests: servers
+    /// that hold the same work hold different counts, so the count an arrival finds is
+    /// the pooled queue's spread by the renewal count's variance `n̄·c_u²` (n̄ its mean,
+    /// c_u² the SCV of one request's outstanding work, [`outstanding_work_scv`]), times
+    /// `1 − 1/n` for a deviation from the mean of the n servers' counts (none for n = 1).
+    pub(crate) fn routed_by_work(mut self, yes: bool) -> BatchingModel {
+        self.by_work = yes;
         self
     }
 
@@ -352,6 +415,7 @@ impl BatchingModel {
             slope,
             arrival_scv: self.arrival_scv,
             pooled: self.pooled,
+            work_scv: self.by_work.then(|| outstanding_work_scv(&self.atoms)),
         })
     }
 }
@@ -433,7 +497,10 @@ impl Setup<'_> {
         };
         let (pf_new, st_new) = svc.cost_row(new_p);
         let m = self.m;
-        let seen = arrival_seen(&avg, &deaths, lambda, self.arrival_scv / self.pooled);
+        let mut seen = arrival_seen(&avg, &deaths, lambda, self.arrival_scv / self.pooled);
+        if let Some(c2) = self.work_scv {
+            seen = dispersed_by_work(&seen, c2 * (1.0 - 1.0 / self.pooled));
+        }
         let inputs = TtftInputs {
             svc,
             states,
@@ -498,6 +565,48 @@ impl Setup<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prompt p and output o fixed: the outstanding work is p + U·o with U uniform, mean
+    /// p + o/2 and variance o²/12.
+    #[test]
+    fn outstanding_work_of_fixed_lengths_is_uniform_over_the_output() {
+        let atom = Atom {
+            prompt: 300.0,
+            output: 120.0,
+            w: 1.0,
+            prompt_lo: 300.0,
+            prompt_hi: 300.0,
+            prompt_bin: 0,
+        };
+        let want = (120.0f64 * 120.0 / 12.0) / (360.0f64 * 360.0);
+        let got = outstanding_work_scv(&[atom]);
+        assert!((got - want).abs() < 1e-12, "{got} {want}");
+    }
+
+    /// The spread keeps the mass and, away from the ends, the mean, and adds its variance.
+    #[test]
+    fn the_spread_by_work_adds_its_variance_and_keeps_the_mean() {
+        let mut seen = vec![0.0; 41];
+        seen[19] = 0.25;
+        seen[20] = 0.5;
+        seen[21] = 0.25;
+        let moments = |q: &[f64]| {
+            let m0: f64 = q.iter().sum();
+            let m1: f64 = q.iter().enumerate().map(|(n, x)| n as f64 * x).sum();
+            let m2: f64 = q.iter().enumerate().map(|(n, x)| (n * n) as f64 * x).sum();
+            (m0, m1 / m0, m2 / m0 - (m1 / m0).powi(2))
+        };
+        let c2 = 0.2;
+        let out = dispersed_by_work(&seen, c2);
+        let (m0, mean, var) = moments(&out);
+        assert!(
+            (m0 - 1.0).abs() < 1e-12 && (mean - 20.0).abs() < 1e-9,
+            "{m0} {mean}"
+        );
+        // Binned normal: variance σ² + 1/12 (Sheppard), σ² = n̄·c² = 4.
+        assert!((var - (0.5 + 4.0 + 1.0 / 12.0)).abs() < 1e-3, "{var}");
+        assert_eq!(dispersed_by_work(&seen, 0.0), seen);
+    }
     use crate::analytic::reference_mmc::prefill_tokens;
 
     /// D/M/1 (deterministic arrivals at λ, exponential service at μ): the time-averaged

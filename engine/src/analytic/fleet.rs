@@ -19,6 +19,10 @@
 //!   one-server model is evaluated with its queueing states matched to those SCVs
 //!   (`BatchingModel::pooled`). Mixed replicas get λ in proportion to their capacity
 //!   ([`super::capacity_bounds`]), as a router balancing outstanding work does.
+//!   Least tokens balances work, not requests: replicas holding equal work hold counts
+//!   spread like a renewal count, so the count an arrival finds is the pooled one spread
+//!   by a variance `n̄·c_u²·(1 − 1/N)` (`BatchingModel::routed_by_work`; c_u² the SCV of
+//!   one request's outstanding tokens, 1 − 1/N a deviation from the fleet's mean).
 //! * **power of d choices** (d < N): the mean-field (supermarket) model of Mitzenmacher
 //!   (2001) and Vvedenskaya, Dobrushin & Karpelevich (1996): the fraction of queues with
 //!   at least i requests is `s_i = ρ^((dⁱ − 1)/(d − 1))` ([`supermarket_tail`]). Its mean
@@ -119,14 +123,20 @@ pub fn predict_fleet(
         RouterKind::Random | RouterKind::PrefixAffinity => {
             vec![(lambda / nf, 1.0 + (scv - 1.0) / nf, Pooling::None); n]
         }
-        RouterKind::LeastOutstanding | RouterKind::LeastTokens | RouterKind::KvAware if uniform => {
-            vec![(lambda / nf, scv, Pooling::Full(nf)); n]
-        }
         RouterKind::LeastOutstanding | RouterKind::LeastTokens | RouterKind::KvAware => {
-            by_capacity(&configs, lambda)?
-                .into_iter()
-                .map(|r| (r, scv, Pooling::Full(nf)))
-                .collect()
+            let pool = if router == RouterKind::LeastTokens {
+                Pooling::Work(nf)
+            } else {
+                Pooling::Full(nf)
+            };
+            if uniform {
+                vec![(lambda / nf, scv, pool); n]
+            } else {
+                by_capacity(&configs, lambda)?
+                    .into_iter()
+                    .map(|r| (r, scv, pool))
+                    .collect()
+            }
         }
         RouterKind::PowerOfD { d } => vec![
             (
@@ -172,6 +182,8 @@ enum Pooling {
     None,
     /// Join the shortest queue over this many replicas.
     Full(f64),
+    /// Join the least outstanding work over this many replicas.
+    Work(f64),
     /// Power of d choices over n replicas.
     PowerOfD {
         d: u32,
@@ -217,10 +229,11 @@ fn replica(model: ModelKind, cfg: &SimConfig, pool: Pooling) -> Result<Predictio
         });
     }
     match pool {
-        Pooling::None => predict_pooled(model, cfg, 1.0),
-        Pooling::Full(n) => predict_pooled(model, cfg, n),
+        Pooling::None => predict_pooled(model, cfg, 1.0, false),
+        Pooling::Full(n) => predict_pooled(model, cfg, n, false),
+        Pooling::Work(n) => predict_pooled(model, cfg, n, true),
         Pooling::PowerOfD { d, n } => {
-            let alone = predict_pooled(model, cfg, 1.0)?;
+            let alone = predict_pooled(model, cfg, 1.0, false)?;
             let Some(m) = alone.metrics() else {
                 return Ok(alone);
             };
@@ -232,7 +245,7 @@ fn replica(model: ModelKind, cfg: &SimConfig, pool: Pooling) -> Result<Predictio
                 let sm_wait = supermarket_mean_sojourn(rho, d) - 1.0;
                 (mm1_wait / sm_wait.max(1e-12)).clamp(1.0, n)
             };
-            predict_pooled(model, cfg, factor)
+            predict_pooled(model, cfg, factor, false)
         }
     }
 }
@@ -476,8 +489,11 @@ mod tests {
             ttft(RouterKind::LeastOutstanding),
         );
         let p2 = ttft(RouterKind::PowerOfD { d: 2 });
+        let work = ttft(RouterKind::LeastTokens);
         assert!(random > rr && rr > jsq, "{random} {rr} {jsq}");
         assert!(random > p2 && p2 >= jsq, "{random} {p2} {jsq}");
+        // Balancing work leaves the counts spread: between random and the fewest requests.
+        assert!(random > work && work > 1.1 * jsq, "{random} {work} {jsq}");
         let p = predict_fleet(
             ModelKind::Batching,
             &fleet(lambda, n, RouterKind::RoundRobin),
