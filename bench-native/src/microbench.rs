@@ -161,6 +161,17 @@ pub struct MicrobenchConfig {
     pub idle_rounds: usize,
 }
 
+impl MicrobenchConfig {
+    /// The same without the idle probe (a microbenchmark whose wake-up is measured
+    /// elsewhere, or that runs beside busy neighbours).
+    pub fn without_idle_probe(&self) -> MicrobenchConfig {
+        MicrobenchConfig {
+            idle_pauses: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
 /// One point of the idle probe.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IdlePoint {

@@ -182,6 +182,14 @@ pub struct ValidateArgs {
     /// Output tokens per microbenchmark decode stream.
     #[arg(long, default_value_t = 96)]
     pub mb_decode_tokens: u32,
+    /// Pauses of the microbenchmark's idle probe [s] (`microbench --idle-pauses`): the
+    /// wake-up after idle the predictions add (docs/model.md, Overheads). Measured in the
+    /// microbenchmark before the runs; an empty list (`""`) turns it off.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.05,0.2,1")]
+    pub mb_idle_pauses: Vec<f64>,
+    /// Rounds of the idle probe (each pause once per round; the median is kept).
+    #[arg(long, default_value_t = 3)]
+    pub mb_idle_rounds: usize,
     /// Decode streams of the microbenchmark's mixed probe (a prompt prefilled while they
     /// decode; counts that leave no slot free are dropped; empty: no probe).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]

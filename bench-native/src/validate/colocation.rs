@@ -160,7 +160,10 @@ pub async fn beside(
     }
     // the neighbours past their prompts and decoding before the first point
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let result = microbench::microbench(cfg, &ProgressBar::hidden()).await;
+    // no idle probe: the neighbours keep the machine busy, and the wake-up is the
+    // replica's own, measured alone
+    let cfg = cfg.without_idle_probe();
+    let result = microbench::microbench(&cfg, &ProgressBar::hidden()).await;
     for task in &load {
         task.abort();
     }

@@ -7,6 +7,7 @@ use super::errors::{median, pool, RateResult, ValidateReport};
 use super::report::{markdown, write_csv};
 use super::server::ServerModel;
 use super::{fmt_rate, ValidateArgs};
+use crate::args::Overheads;
 use crate::fit;
 use crate::microbench::{self, MicrobenchResult};
 use anyhow::Context;
@@ -51,13 +52,10 @@ pub(super) fn trace(args: &ValidateArgs, rate: f64, cap: u32) -> anyhow::Result<
         .collect())
 }
 
-/// The front end's delay: (per request [s], per prompt token [s/token]), as `fit` gives it.
-pub(super) type FrontEnd = (f64, f64);
-
 fn sim_config(
     m: &ServerModel,
     cost: &CostModel,
-    front: FrontEnd,
+    over: &Overheads,
     requests: Vec<TraceRequest>,
 ) -> SimConfig {
     let mut c = SimConfig::vllm_like(1.0);
@@ -81,7 +79,7 @@ fn sim_config(
             m.budget,
         )
     };
-    (c.server.overhead_s, c.server.overhead_per_token_s) = front;
+    over.apply(&mut c.server);
     c.cost = cost.clone();
     c.first_token = FirstToken::AfterPrefill;
     c.end = EndRule::Drain;
@@ -95,11 +93,11 @@ fn sim_config(
 pub(super) fn simulate(
     m: &ServerModel,
     cost: &CostModel,
-    front: FrontEnd,
+    over: &Overheads,
     t: &[TraceRequest],
     records: Option<&Path>,
 ) -> anyhow::Result<Summary> {
-    Ok(simulate_busy(m, cost, front, t, records)?.0)
+    Ok(simulate_busy(m, cost, over, t, records)?.0)
 }
 
 /// As [`simulate`], with the replicas' mean busy fraction (the share of the run each
@@ -107,11 +105,11 @@ pub(super) fn simulate(
 pub(super) fn simulate_busy(
     m: &ServerModel,
     cost: &CostModel,
-    front: FrontEnd,
+    over: &Overheads,
     t: &[TraceRequest],
     records: Option<&Path>,
 ) -> anyhow::Result<(Summary, f64)> {
-    let mut cfg = sim_config(m, cost, front, t.to_vec());
+    let mut cfg = sim_config(m, cost, over, t.to_vec());
     cfg.keep_records = records.is_some();
     cfg.validate().context("simulator configuration")?;
     let (summary, recs, busy) = if m.replicas > 1 {
@@ -164,8 +162,9 @@ pub(super) fn capacity(
             class: 0,
         })
         .collect();
-    // The drain rate does not depend on the per-request overhead.
-    Ok(simulate(m, cost, (0.0, 0.0), &t, None)?.throughput_rps)
+    // The drain rate depends on neither the per-request overhead nor the wake-up (a
+    // saturated server never idles).
+    Ok(simulate(m, cost, &Overheads::default(), &t, None)?.throughput_rps)
 }
 
 /// Steps 4–5: fit the pooled microbenchmarks, simulate every measured trace, write the
@@ -198,13 +197,18 @@ pub(super) fn predict_and_report(
     // at saturation every replica is busy: the full slowdown
     let full = slowdown.map_or(1.0, |s| s.factor);
     let capacity_rps = capacity(args, model, &cost.scaled(full), cap)?;
-    let front = (f.overhead_s, f.overhead_per_token_s);
+    let over = Overheads {
+        request_s: f.overhead_s,
+        per_token_s: f.overhead_per_token_s,
+        step_s: 0.0,
+        idle_wake: f.idle_wake.clone(),
+    };
     let mut results = Vec::new();
     for (rate, t, m, repeats) in measured {
         // each replica's cost scaled by how busy its neighbours are at this rate
         let colocation = match slowdown {
             Some(s) => Some(colocation::factor(s.factor, |k| {
-                Ok(simulate_busy(model, &cost.scaled(k), front, &t, None)?.1)
+                Ok(simulate_busy(model, &cost.scaled(k), &over, &t, None)?.1)
             })?),
             None => None,
         };
@@ -215,14 +219,14 @@ pub(super) fn predict_and_report(
             predicted: simulate(
                 model,
                 &cost.scaled(k),
-                front,
+                &over,
                 &t,
                 Some(
                     &out.join("sim")
                         .join(format!("requests-{}.csv", fmt_rate(rate))),
                 ),
             )?,
-            predicted_alt: simulate(model, &alt.scaled(k), front, &t, None)?,
+            predicted_alt: simulate(model, &alt.scaled(k), &over, &t, None)?,
             measured: m,
             repeats,
             colocation,
@@ -313,7 +317,7 @@ mod tests {
         let one = simulate(
             &model(1, RouterKind::RoundRobin),
             &cost,
-            (0.0, 0.0),
+            &Overheads::default(),
             &t,
             None,
         )
@@ -321,7 +325,7 @@ mod tests {
         let rr = simulate(
             &model(2, RouterKind::RoundRobin),
             &cost,
-            (0.0, 0.0),
+            &Overheads::default(),
             &t,
             Some(&records),
         )
@@ -329,7 +333,7 @@ mod tests {
         let lor = simulate(
             &model(2, RouterKind::LeastOutstanding),
             &cost,
-            (0.0, 0.0),
+            &Overheads::default(),
             &t,
             None,
         )

@@ -10,6 +10,22 @@ use engine::metrics::Summary;
 use std::fmt::Write as _;
 use std::path::Path;
 
+/// The wake-up after idle as the report's model line names it ("" without one).
+fn wake_text(wake: &[(f64, f64)]) -> String {
+    if wake.is_empty() {
+        return String::new();
+    }
+    let pts: Vec<String> = wake
+        .iter()
+        .map(|(idle, extra)| format!("{:.1} ms after {idle} s", extra * 1e3))
+        .collect();
+    format!(
+        " and a wake-up after idle added to the step that ends an idle spell ({}; the idle \
+         probe's TTFT over the lone prompt's)",
+        pts.join(", ")
+    )
+}
+
 /// How a metric's values are shown in the tables: the factor to ms for times, and the
 /// decimals (TPOT and throughput 2, other times whole ms).
 fn display_unit(name: &str) -> (f64, usize) {
@@ -84,7 +100,7 @@ pub(super) fn markdown(
          server's, first token after prefill, drain; cost = fitted **{:?}** (relative RMS \
          over the microbenchmark's points: linear {:.1} %, micro-batch {:.1} %, split slot \
          layouts included), plus a per-request front-end overhead of {:.2} ms (a lone \
-         prompt's client TTFT minus the server's prompt time). \
+         prompt's client TTFT minus the server's prompt time){}. \
          Workload: ShareGPT lengths × {}, prompt + output ≤ {cap}, Poisson, seed {}, {} \
          requests per rate, the same trace replayed against the server and simulated. \
          Predicted saturation {:.2} req/s.\n",
@@ -97,6 +113,7 @@ pub(super) fn markdown(
         f.linear_rel_rms * 100.0,
         f.ubatch_rel_rms * 100.0,
         f.overhead_s * 1e3,
+        wake_text(&f.idle_wake),
         args.scale,
         args.seed,
         args.requests,

@@ -121,7 +121,11 @@ pub(super) fn measure(args: &ValidateArgs, command: &str) -> anyhow::Result<Vali
 
     // 4. microbenchmark again, fit the pooled curves, simulate every trace
     eprintln!("4/4 microbenchmark (after the measurement), fit, simulate");
-    let mb_post = rt.block_on(microbench::microbench(&mbc, &ProgressBar::hidden()))?;
+    // the wake-up after idle is measured once, before
+    let mb_post = rt.block_on(microbench::microbench(
+        &mbc.without_idle_probe(),
+        &ProgressBar::hidden(),
+    ))?;
     microbench::write(&mb_post, &out.join("microbench_post.json"))?;
     predict_and_report(
         args,
@@ -193,9 +197,8 @@ fn microbench_config(
         decode_rounds: args.mb_decode_rounds.max(1),
         cached_prefixes: vec![],
         cached_chunk: 32,
-        // validate's predictions keep no wake-up after idle
-        idle_pauses: vec![],
-        idle_rounds: 0,
+        idle_pauses: args.mb_idle_pauses.clone(),
+        idle_rounds: args.mb_idle_rounds,
     }
 }
 

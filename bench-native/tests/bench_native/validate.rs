@@ -154,6 +154,21 @@ fn validate_two_rates_against_llama_server() {
     let md = std::fs::read_to_string(out.join("validate.md")).unwrap();
     assert!(md.contains(&argv.join(" ")), "command at the top: {md}");
     assert!(md.contains("Median |relative error|"), "{md}");
+    // the wake-up after idle: probed before the runs only, fitted, named in the report
+    let json = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join(f)).unwrap()).unwrap()
+    };
+    let wake = json("fit.json")["idle_wake_s"].clone();
+    assert_eq!(wake.as_array().map(Vec::len), Some(4), "{wake}");
+    let probed = |f: &str| json(f)["idle"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        (
+            probed("microbench_pre.json"),
+            probed("microbench_post.json")
+        ),
+        (4, 0)
+    );
+    assert!(md.contains("wake-up after idle"), "{md}");
     // the second round: every rate measured again, and how far it moved is reported
     assert!(md.contains("Measurement noise (2 rounds)"), "{md}");
     // and the values round by round, prediction last, a row per rate
