@@ -160,6 +160,14 @@ pub fn idle_wake(mb: &MicrobenchResult) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// A wake-up table as text: `+1.50 ms at 0 s, +2.00 ms at 1 s`.
+pub fn wake_points(wake: &[(f64, f64)]) -> String {
+    wake.iter()
+        .map(|(idle, extra)| format!("+{:.2} ms at {idle} s", extra * 1e3))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The lone prompts' client TTFT minus the server's own prompt time (llama.cpp's
 /// `timings.prompt_ms`; vLLM's queue + prefill time from its `/metrics`), over the prefill
 /// points that have both: HTTP, tokenization, the hand-off to the engine and the first
@@ -833,11 +841,7 @@ pub fn execute(args: FitArgs) -> anyhow::Result<()> {
     if !f.idle_wake.is_empty() {
         println!(
             "wake-up after idle: {} (a lone prompt's TTFT after a pause, less the fit's own prefill point)",
-            f.idle_wake
-                .iter()
-                .map(|(p, w)| format!("+{:.2} ms at {p} s", w * 1e3))
-                .collect::<Vec<_>>()
-                .join(", ")
+            wake_points(&f.idle_wake)
         );
     }
     println!(

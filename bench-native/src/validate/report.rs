@@ -15,14 +15,10 @@ fn wake_text(wake: &[(f64, f64)]) -> String {
     if wake.is_empty() {
         return String::new();
     }
-    let pts: Vec<String> = wake
-        .iter()
-        .map(|(idle, extra)| format!("{:.1} ms after {idle} s", extra * 1e3))
-        .collect();
     format!(
         " and a wake-up after idle added to the step that ends an idle spell ({}; the idle \
          probe's TTFT over the lone prompt's)",
-        pts.join(", ")
+        fit::wake_points(wake)
     )
 }
 
