@@ -494,8 +494,8 @@ impl Seen {
     #[inline]
     fn look(&mut self, s: &mut dyn Server, i: usize, t: f64) -> ServerView {
         if t >= self.wakes[i] {
-            s.advance(t);
-            self.refresh(s, i);
+            self.wakes[i] = s.advance_into(t, &mut self.views[i]);
+            self.changed[i / 64] |= 1 << (i % 64);
         }
         self.views[i]
     }
@@ -512,16 +512,15 @@ impl Seen {
             while due != 0 {
                 let i = c * 64 + due.trailing_zeros() as usize;
                 due &= due - 1;
-                servers[i].advance(t);
-                self.refresh(&*servers[i], i);
+                self.wakes[i] = servers[i].advance_into(t, &mut self.views[i]);
+                self.changed[c] |= 1 << (i % 64);
             }
         }
     }
 
     #[inline]
     fn refresh(&mut self, s: &dyn Server, i: usize) {
-        self.views[i] = s.view();
-        self.wakes[i] = s.wake();
+        self.wakes[i] = s.look_into(&mut self.views[i]);
         self.changed[i / 64] |= 1 << (i % 64);
     }
 

@@ -258,8 +258,9 @@ struct Sim<'a, S: Scheduler> {
     /// ([`Sim::advance`]; never set in a one-server run).
     stash: Option<Plan>,
     /// The step `stash` makes, as worked out when it was blocked: it stays that step
-    /// until an arrival that could change it is pushed ([`Server::push`] drops it), so
-    /// running it later does not work it out again.
+    /// (a decode run cut short where a request sent meanwhile can join) unless a request
+    /// sent meanwhile could change it otherwise ([`Sim::sent`] drops it), so running it
+    /// later does not work it out again.
     ready: Option<Ready>,
     /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
     wake: f64,
@@ -937,6 +938,42 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             }
         }
         Some((a, k))
+    }
+
+    /// A request `r` entering at `entry` is sent to this stepped server. The step worked
+    /// out for the wake ([`Sim::ready`]) stays when `r` cannot change it: an iteration's
+    /// length does not depend on arrivals (they join after it), and a decode run that
+    /// knew of no other arrival (`alone`) is cut at the first boundary at or after
+    /// `entry`, as [`Sim::decode_run_plan`] would cut it, when `r` could join. Otherwise
+    /// the step is forgotten, to be worked out again at `entry`.
+    pub(super) fn sent(&mut self, r: &Request, entry: f64, alone: bool) {
+        if entry >= self.wake {
+            return;
+        }
+        match self.ready {
+            Some(Ready::Iteration { .. }) => return,
+            Some(Ready::Decode { anchor: a, k }) if alone => {
+                let n = self.running.len();
+                if !self
+                    .sched
+                    .arrival_can_join(n, self.cfg.server.max_batch as usize)
+                {
+                    return;
+                }
+                // One the server would refuse is refused when the run is worked out again.
+                if self.paged || self.admissible(self.kv.blocks_for(r.total_tokens())) {
+                    let at = |i: u64| a.t0 + count_f64(a.iters + i) * a.d;
+                    let guess = (entry - a.t0) / a.d - count_f64(a.iters);
+                    let k = first_boundary_at_or_after(&at, entry, k, guess);
+                    self.ready = Some(Ready::Decode { anchor: a, k });
+                    self.wake = at(k);
+                    return;
+                }
+            }
+            _ => {}
+        }
+        self.wake = entry;
+        self.ready = None;
     }
 
     fn decode_run<Q: Source>(&mut self, requests: &mut Q, ubatches: u32, limit: f64) -> Step {

@@ -51,7 +51,19 @@ pub(crate) trait Server {
     fn wake(&self) -> f64;
     /// Whether the server has nothing to do and no request waiting to enter.
     fn idle(&self) -> bool;
-    fn view(&self) -> ServerView;
+    fn view(&self) -> ServerView {
+        let mut view = ServerView::default();
+        self.look_into(&mut view);
+        view
+    }
+    /// Writes [`Server::view`] into `view` and returns [`Server::wake`]: one call for
+    /// both, writing each field in place.
+    fn look_into(&self, view: &mut ServerView) -> f64;
+    /// [`Server::advance`] to `limit`, then [`Server::look_into`].
+    fn advance_into(&mut self, limit: f64, view: &mut ServerView) -> f64 {
+        self.advance(limit);
+        self.look_into(view)
+    }
     /// From now on, keep (id, instant) of every request that leaves.
     fn log_departures(&mut self);
     /// Moves the departures logged so far into `out`.
@@ -103,13 +115,9 @@ pub(crate) fn logged_server<'a>(
 
 impl<S: Scheduler> Server for Stepped<'_, S> {
     fn push(&mut self, r: Request) {
-        let entry = r.arrival + self.sim.overhead;
+        self.sim
+            .sent(&r, self.inbox.entry(&r), self.inbox.len() == 0);
         self.inbox.push(r);
-        if entry < self.sim.wake {
-            // It may fall inside the step worked out for the wake.
-            self.sim.wake = entry;
-            self.sim.ready = None;
-        }
     }
 
     #[inline]
@@ -128,14 +136,13 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
     }
 
     #[inline]
-    fn view(&self) -> ServerView {
+    fn look_into(&self, view: &mut ServerView) -> f64 {
         let sim = &self.sim;
-        ServerView {
-            outstanding: sim.in_system + self.inbox.len() as u64,
-            work_tokens: sim.work_tokens + self.inbox.work_tokens,
-            kv_used_blocks: sim.kv.used_blocks(),
-            kv_total_blocks: sim.kv.total_blocks(),
-        }
+        view.outstanding = sim.in_system + self.inbox.len() as u64;
+        view.work_tokens = sim.work_tokens + self.inbox.work_tokens;
+        view.kv_used_blocks = sim.kv.used_blocks();
+        view.kv_total_blocks = sim.kv.total_blocks();
+        sim.wake
     }
 
     fn log_departures(&mut self) {

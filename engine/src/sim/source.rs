@@ -84,14 +84,18 @@ impl Inbox {
     pub(crate) fn len(&self) -> usize {
         self.q.len()
     }
+
+    /// When the server sees `r` [s].
+    #[inline]
+    pub(crate) fn entry(&self, r: &Request) -> f64 {
+        r.arrival + self.overhead + self.per_token * r.prompt as f64
+    }
 }
 
 impl Source for Inbox {
     #[inline]
     fn next_t(&self) -> f64 {
-        self.q.front().map_or(f64::INFINITY, |r| {
-            r.arrival + self.overhead + self.per_token * r.prompt as f64
-        })
+        self.q.front().map_or(f64::INFINITY, |r| self.entry(r))
     }
 
     #[inline]

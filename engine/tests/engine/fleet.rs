@@ -163,15 +163,22 @@ fn one_replica_is_the_single_server_record_for_record() {
     }
 }
 
-/// Looking at a server between its steps moves it forward but never changes its run: a
-/// looking router over servers that each get what round-robin gives them makes the same
-/// runs as round-robin (least-outstanding on identical, synchronised servers is not
-/// round-robin, so compare each server with its own one-server run instead).
+/// Looking at a server between its steps moves it forward but never changes its run, nor
+/// does sending it a request while a step is worked out (the step is kept, or cut where
+/// the request can join): each server makes the same run as its own requests on one
+/// server alone, for every policy, at a load where reserve-mode servers refuse requests.
 #[test]
 fn every_replica_run_equals_its_own_requests_simulated_alone() {
-    for kv in [KvMode::Reserve, KvMode::Paged] {
+    let mut refused = 0;
+    for (policy, kv, load) in Policy::ALL
+        .into_iter()
+        .flat_map(|p| [KvMode::Reserve, KvMode::Paged].map(|kv| (p, kv)))
+        .flat_map(|(p, kv)| [(12.0, 4096), (30.0, 4096), (30.0, 1024)].map(|l| (p, kv, l)))
+    {
+        let (rate, kv_tokens) = load;
         for router in routers_for(kv) {
-            let mut cfg = base(Policy::Chunked, kv, lognormal(), 30.0);
+            let mut cfg = base(policy, kv, lognormal(), rate);
+            cfg.server.kv_tokens = kv_tokens;
             cfg.horizon_s = 60.0;
             let fleet = simulate_fleet(&FleetConfig::uniform(cfg.clone(), 4, router)).unwrap();
             let reqs = cfg.workload.generate(cfg.seed, cfg.horizon_s).unwrap();
@@ -189,21 +196,19 @@ fn every_replica_run_equals_its_own_requests_simulated_alone() {
                     .filter(|(_, &k)| k as usize == i)
                     .map(|(r, _)| r.clone())
                     .collect();
-                assert_eq!(
-                    digest(&recs),
-                    digest(&alone.records),
-                    "{}/{kv:?}/replica {i}",
-                    router.name()
-                );
-                assert_eq!(
-                    rep.stats,
-                    alone.stats,
-                    "{}/{kv:?}/replica {i}",
-                    router.name()
-                );
+                let label = format!("{}/{policy:?}/{kv:?}/{load:?}/replica {i}", router.name());
+                assert_eq!(digest(&recs), digest(&alone.records), "{label}");
+                assert_eq!(rep.stats, alone.stats, "{label}");
+            }
+            if kv == KvMode::Reserve {
+                refused += fleet.summary.rejected;
             }
         }
     }
+    assert!(
+        refused > 1000,
+        "reserve-mode servers refuse requests: {refused}"
+    );
 }
 
 #[test]
