@@ -42,7 +42,10 @@
 //!    burst of departures slows the next ones; `Rates::departure_dispersion`), the
 //!    queue's geometric law starts at the cap, and a queued arrival's later departures
 //!    are spaced by that dispersion, each in proportion to `1 − c_a²` (Poisson keeps c²
-//!    and Allen–Cunneen's edge).
+//!    and Allen–Cunneen's edge). Pooled over M servers (a router joining the fewest
+//!    requests, [`BatchingModel::pooled`]) the chain follows the M servers together on a
+//!    lattice of 1/M of a request per server, so the queue of their M·B slots builds as
+//!    in Halfin–Whitt's regime.
 //! 5. **TTFT** ([`ttft`]): an accepted arrival finding n < B waits the residual of the
 //!    current iteration (length-biased: a prefill iteration's over the prompt
 //!    distribution), its prefill `prefill(n+1, P)` (P from the accepted prompt
@@ -108,7 +111,7 @@ use mixture::{mixture_cdf_pdf, quantiles};
 use paged::{paged_states, running_cap, Unstable};
 use service::{variance_matched, Costs, Rates, Service, Variability};
 use transient::occupancy_integral;
-use ttft::{min_residual_moments, TtftInputs};
+use ttft::{min_residual_moments, JointQueue, TtftInputs};
 
 /// Bins per length marginal.
 const BINS: usize = 32;
@@ -158,6 +161,8 @@ struct Setup<'a> {
     /// As [`BatchingModel`]'s.
     arrival_scv: f64,
     pooled: f64,
+    /// Servers whose joint queue the chain follows, ⌊pooled⌋ (1 alone).
+    lattice: usize,
     /// SCV of an outstanding request's work when routed by work, else `None`.
     work_scv: Option<f64>,
 }
@@ -250,6 +255,50 @@ fn dispersed_by_work(seen: &[f64], c2: f64) -> Vec<f64> {
     out
 }
 
+/// The chain of `m` pooled servers on a lattice of 1/m of a request per server: state k
+/// holds ⌊k/m⌋ requests on m − (k mod m) servers and one more on the others, so its
+/// departure rate is theirs summed, and an arrival joins one of the fewest (births
+/// `m·births[⌊k/m⌋]`). While some slot is free (k < m·B) arrivals join and stall the
+/// servers holding them, the full ones among them too: those depart at `full_stalled`
+/// ([`Rates::death_at_cap_pooled`]), not at the unstalled `deaths[b_cap]` of a full
+/// server whose arrivals queue.
+fn fine_lattice(
+    births: &[f64],
+    deaths: &[f64],
+    m: usize,
+    b_cap: usize,
+    full_stalled: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let top = (births.len() - 1) * m;
+    let mf = m as f64;
+    (0..=top)
+        .map(|k| {
+            let (n, j) = (k / m, (k % m) as f64);
+            let d_hi = if n + 1 == b_cap {
+                full_stalled
+            } else {
+                deaths.get(n + 1).copied().unwrap_or(deaths[n])
+            };
+            (mf * births[n], (mf - j) * deaths[n] + j * d_hi)
+        })
+        .unzip()
+}
+
+/// One server's law from the lattice's: state k puts (m − j)/m of its mass on ⌊k/m⌋ and
+/// j/m on one more (j = k mod m).
+fn per_server(fine: &[f64], m: usize, len: usize) -> Vec<f64> {
+    let mut out = vec![0.0; len];
+    let mf = m as f64;
+    for (k, x) in fine.iter().enumerate() {
+        let (n, j) = (k / m, (k % m) as f64);
+        out[n] += x * (mf - j) / mf;
+        if j > 0.0 {
+            out[(n + 1).min(len - 1)] += x * j / mf;
+        }
+    }
+    out
+}
+
 fn accepted_means(avg: &[f64], states: &[StateInfo]) -> (f64, f64, f64, f64) {
     let accepted: f64 = avg.iter().zip(states).map(|(x, s)| x * s.accept).sum();
     let mean = |f: fn(&StateInfo) -> f64| {
@@ -309,6 +358,20 @@ impl BatchingModel {
     /// the arrival variance of the whole stream and the departure variance of n servers,
     /// so each server's share moves with both SCVs divided by n (n ≥ 1, may be fractional
     /// for a partial pooling).
+    ///
+    /// For n ≥ 2 the chain follows M = ⌊n⌋ servers together on a lattice of 1/M of a
+    /// request per server (state k: ⌊k/M⌋ requests on each server, one more on k mod M
+    /// of them), with the M servers' own SCVs divided by n/M. One server's unit lattice
+    /// cannot hold a share whose spread is below a request: narrowing its
+    /// infinite-server states to variance m/n cuts the binomial's support below B, and
+    /// waiting vanishes at once (between 8 and 16 servers of B = 8 at 0.9 load), where
+    /// the M·B slots' queue (Halfin–Whitt, β = (1 − ρ)·√(M·B)) thins smoothly. An
+    /// arrival joins a server with the fewest; with all slots busy and i waiting it
+    /// waits for ⌊i/M⌋ + 1 departures of its own server. While slots are free, the
+    /// joiners stall the servers they join, so a full server there departs as one below
+    /// the cap does ([`Rates::death_at_cap_pooled`]); once every slot is busy arrivals
+    /// queue and it departs unstalled. Routed by work ([`BatchingModel::routed_by_work`])
+    /// it keeps one server's lattice.
     pub(crate) fn pooled(mut self, n: f64) -> BatchingModel {
         self.pooled = n.max(1.0);
         self
@@ -375,6 +438,13 @@ impl BatchingModel {
         } else {
             (1.0, 1.0)
         };
+        // Routing by work spreads one server's count around the pooled one
+        // ([`dispersed_by_work`]): it keeps one server's lattice.
+        let lattice = if self.pooled >= 2.0 && !self.by_work {
+            self.pooled.floor() as usize
+        } else {
+            1
+        };
         let costs = Costs { cfg, moments: m };
         let svc = Service::new(costs, cfg.workload.rate(), b_max, b_cap);
         let mut pbin_w = vec![0.0; n_pbins];
@@ -415,6 +485,7 @@ impl BatchingModel {
             slope,
             arrival_scv: self.arrival_scv,
             pooled: self.pooled,
+            lattice,
             work_scv: self.by_work.then(|| outstanding_work_scv(&self.atoms)),
         })
     }
@@ -466,14 +537,19 @@ impl Setup<'_> {
             .collect();
         let horizon = cfg.horizon_s;
         let births: Vec<f64> = states.iter().map(|s| lambda * s.accept).collect();
-        let service = rates.departure_scv(svc, fp.acc_o2) / self.pooled;
-        let arrival = self.arrival_scv / self.pooled;
+        // The chain runs on a lattice of 1/M of a request per server: M servers pooled
+        // (M = ⌊pooled⌋; one server alone is the plain chain). Its SCVs are those of the M
+        // servers' joint queue, divided by what pooling remains beyond M.
+        let lat = self.lattice;
+        let spare = self.pooled / lat as f64;
+        let service = rates.departure_scv(svc, fp.acc_o2) / spare;
+        let arrival = self.arrival_scv / spare;
         // A smooth stream's queue moves with the departures' dispersion and starts
         // geometric at the cap; Poisson's keeps the service-time SCV and Allen–Cunneen's
         // edge. Between the two, in proportion to 1 − c_a² (`Variability`).
         let smooth = (1.0 - arrival).clamp(0.0, 1.0);
         let departures = if smooth > 0.0 {
-            let dispersion = rates.departure_dispersion(svc, fp.acc_o2) / self.pooled;
+            let dispersion = rates.departure_dispersion(svc, fp.acc_o2) / spare;
             service - smooth * (service - dispersion)
         } else {
             service
@@ -484,10 +560,24 @@ impl Setup<'_> {
             departures,
             edge: smooth,
         };
-        let (births_ch, deaths_ch) = variance_matched(&births, &deaths, b_cap, v);
-        let mut avg = occupancy_integral(&births_ch, &deaths_ch, horizon);
-        let departed: f64 = avg.iter().zip(&deaths).map(|(x, d)| x * d).sum();
-        avg.iter_mut().for_each(|x| *x /= horizon);
+        let (births_f, deaths_f) = if lat > 1 {
+            let bc = b_cap as usize;
+            let full_stalled = rates.death_at_cap_pooled(svc, states[bc - 1].accept);
+            fine_lattice(&births, &deaths, lat, bc, full_stalled)
+        } else {
+            (births.clone(), deaths.clone())
+        };
+        let cap_f = b_cap * lat as u32;
+        let (births_ch, deaths_ch) = variance_matched(&births_f, &deaths_f, cap_f, v);
+        let mut avg_f = occupancy_integral(&births_ch, &deaths_ch, horizon);
+        let departed: f64 =
+            avg_f.iter().zip(&deaths_f).map(|(x, d)| x * d).sum::<f64>() / lat as f64;
+        avg_f.iter_mut().for_each(|x| *x /= horizon);
+        let avg = if lat > 1 {
+            per_server(&avg_f, lat, states.len())
+        } else {
+            avg_f.clone()
+        };
         // Read-outs.
         let (accepted, new_p, new_o, new_o2) = accepted_means(&avg, states);
         let blocking = (1.0 - accepted).max(0.0);
@@ -497,10 +587,24 @@ impl Setup<'_> {
         };
         let (pf_new, st_new) = svc.cost_row(new_p);
         let m = self.m;
-        let mut seen = arrival_seen(&avg, &deaths, lambda, self.arrival_scv / self.pooled);
+        let lf = lat as f64;
+        let mut seen_f = arrival_seen(&avg_f, &deaths_f, lf * lambda, arrival);
         if let Some(c2) = self.work_scv {
-            seen = dispersed_by_work(&seen, c2 * (1.0 - 1.0 / self.pooled));
+            // The spread of one server's count, in lattice units.
+            seen_f = dispersed_by_work(&seen_f, c2 * (1.0 - 1.0 / self.pooled) * lf);
         }
+        // An arrival joins a server holding ⌊k/M⌋ (the fewest); with all M·B slots busy it
+        // waits in the joint queue.
+        let (seen, queued) = if lat > 1 {
+            let bc = cap_f as usize;
+            let mut seen = vec![0.0; states.len()];
+            for (k, x) in seen_f.iter().enumerate().take(bc) {
+                seen[k / lat] += x;
+            }
+            (seen, seen_f.get(bc..).unwrap_or(&[]).to_vec())
+        } else {
+            (seen_f, Vec::new())
+        };
         let inputs = TtftInputs {
             svc,
             states,
@@ -518,6 +622,10 @@ impl Setup<'_> {
             pf_bias: &self.pf_bias,
             pbin_range: &self.pbin_range,
             arrival_scv: self.arrival_scv / self.pooled,
+            joint: (lat > 1).then_some(JointQueue {
+                servers: lat,
+                seen: &queued,
+            }),
         };
         let parts = inputs.parts();
         let wsum = parts.wsum;
@@ -581,6 +689,43 @@ mod tests {
         let want = (120.0f64 * 120.0 / 12.0) / (360.0f64 * 360.0);
         let got = outstanding_work_scv(&[atom]);
         assert!((got - want).abs() < 1e-12, "{got} {want}");
+    }
+
+    /// m pooled servers on the 1/m lattice: state k = n·m + j departs at the rate of
+    /// m − j servers holding n and j holding n + 1; a full server next to free slots is
+    /// stalled; a random server's law keeps the mass and the mean k/m.
+    #[test]
+    fn the_pooled_lattice_sums_its_servers() {
+        let births = vec![2.0; 4];
+        let deaths = vec![0.0, 1.0, 1.5, 2.5];
+        let (b, d) = fine_lattice(&births, &deaths, 4, 2, 1.8);
+        assert_eq!(b.len(), 13);
+        assert!(b.iter().all(|&x| x == 8.0));
+        // k = 5: three servers at 1, one at 2 (full, stalled by the joiners).
+        assert!((d[5] - (3.0 * 1.0 + 1.8)).abs() < 1e-12, "{}", d[5]);
+        // k = 8: all full, arrivals queue: unstalled.
+        assert!((d[8] - 4.0 * 1.5).abs() < 1e-12);
+        // k = 10: two full, two with one waiting.
+        assert!((d[10] - (2.0 * 1.5 + 2.0 * 2.5)).abs() < 1e-12);
+        assert_eq!(d[0], 0.0);
+        let fine: Vec<f64> = (0..13).map(|k| 1.0 + k as f64).collect();
+        let one = per_server(&fine, 4, 4);
+        let total: f64 = fine.iter().sum();
+        assert!((one.iter().sum::<f64>() - total).abs() < 1e-12);
+        let mean_fine = fine
+            .iter()
+            .enumerate()
+            .map(|(k, x)| k as f64 / 4.0 * x)
+            .sum::<f64>();
+        let mean_one = one
+            .iter()
+            .enumerate()
+            .map(|(n, x)| n as f64 * x)
+            .sum::<f64>();
+        assert!(
+            (mean_fine - mean_one).abs() < 1e-9,
+            "{mean_fine} {mean_one}"
+        );
     }
 
     /// The spread keeps the mass and, away from the ends, the mean, and adds its variance.

@@ -263,6 +263,18 @@ impl Rates {
         b as f64 / (pf_acc[b] + acc_o * dec[b] / (1.0 - sigma))
     }
 
+    /// Death rate at the cap of one of several pooled servers with no queue [1/s]: the
+    /// joiners the router sends to the fleet's free slots stall the servers that hold
+    /// them, λ a δ of the time per server on average whichever servers they join, so a
+    /// full server's departures are slowed as those below the cap are (`accept` the
+    /// acceptance of the joiner), not left unstalled as a lone server's are until a
+    /// departure lets a joiner in.
+    pub fn death_at_cap_pooled(&self, svc: &Service, accept: f64) -> f64 {
+        let b = svc.b_cap as usize;
+        let sigma = (svc.lambda * accept * self.st_acc[b]).min(0.9);
+        b as f64 / (self.pf_acc[b] + self.acc_o * svc.dec[b] / (1.0 - sigma))
+    }
+
     /// The service-time SCV of a departure at the full running set (output `acc_o2` its
     /// second moment), from the output-length variance.
     pub fn departure_scv(&self, svc: &Service, acc_o2: f64) -> f64 {

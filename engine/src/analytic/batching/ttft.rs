@@ -66,6 +66,17 @@ pub(super) struct TtftInputs<'a> {
     /// SCV of the gaps between the arrivals this server sees (1 for Poisson; below 1 for
     /// a stream a router has smoothed).
     pub arrival_scv: f64,
+    /// The joint queue of pooled servers, when the chain follows several.
+    pub joint: Option<JointQueue<'a>>,
+}
+
+/// The queue of `servers` pooled servers (a router joining the fewest requests): an
+/// arrival that finds all their slots busy and `i` requests waiting joins a server with
+/// `⌊i/servers⌋` waiting and waits for `⌊i/servers⌋ + 1` of that server's departures.
+pub(super) struct JointQueue<'a> {
+    pub servers: usize,
+    /// The probability of finding all slots busy and `i` waiting, by `i`.
+    pub seen: &'a [f64],
 }
 
 /// The departures a queued arrival waits for: the first one's two moments, the spacing
@@ -74,7 +85,7 @@ struct Departures {
     first_mean: f64,
     first_var: f64,
     /// Departure rate of the full batch with a queue [1/s].
-    dfull_n: f64,
+    rate: f64,
     /// SCV of the spacing of the departures after the first.
     scv_s: f64,
     /// Wait-weighted mean output of the requests in system over the queueing states.
@@ -139,7 +150,23 @@ impl TtftInputs<'_> {
         // Reference output mean: the wait-weighted mean over queueing states, so the state
         // dependence reshapes the wait distribution without moving its mean (the chain's
         // departure rate already carries the accepted mean).
-        let sys_ref = {
+        let sys_ref = if let Some(j) = &self.joint {
+            let (mut a, mut b) = (0.0, 0.0);
+            for (q, block) in j.seen.chunks(j.servers).enumerate() {
+                let s = &self.states[(bc + q).min(n_top)];
+                if s.sys_output > 0.0 {
+                    let x = block.iter().sum::<f64>();
+                    let md = (q + 1) as f64;
+                    a += x * s.accept * s.sys_output * md;
+                    b += x * s.accept * md;
+                }
+            }
+            if b > 0.0 {
+                a / b
+            } else {
+                new_o
+            }
+        } else {
             let (mut a, mut b) = (0.0, 0.0);
             for (n, (x, s)) in self.avg.iter().zip(self.states).enumerate() {
                 if n as u32 >= b_cap && s.sys_output > 0.0 {
@@ -157,7 +184,7 @@ impl TtftInputs<'_> {
         Departures {
             first_mean,
             first_var,
-            dfull_n,
+            rate: dfull_n,
             scv_s,
             sys_ref,
         }
@@ -220,11 +247,11 @@ impl TtftInputs<'_> {
         (st, mean)
     }
 
-    /// An arrival finding n ≥ B: it waits for `n − B + 1` departures. Returns its mean
-    /// wait, mean TTFT [s] and the TTFT's variance [s²].
-    fn queued_state(&self, n: usize, s: &StateInfo, dep: &Departures) -> (f64, f64, f64) {
+    /// An arrival finding `later + 1` departures ahead of it (n − B + 1 of one server at
+    /// n ≥ B; of the joint queue when pooled), in a state `s`. Returns its mean wait, mean
+    /// TTFT [s] and the TTFT's variance [s²].
+    fn queued_state(&self, later: f64, s: &StateInfo, dep: &Departures) -> (f64, f64, f64) {
         let b_cap = self.svc.b_cap;
-        let mdep = (n as u32 - b_cap + 1) as f64;
         // State-dependent service: KV-limited crowded states hold smaller requests, so
         // their departures come faster (mean-preserving).
         let r = if s.sys_output > 0.0 {
@@ -232,14 +259,13 @@ impl TtftInputs<'_> {
         } else {
             1.0
         };
-        let wmean = r * (dep.first_mean + (mdep - 1.0) / dep.dfull_n);
+        let wmean = r * (dep.first_mean + later / dep.rate);
         let f = if s.sys_output > 0.0 {
             s.sys_var_ratio
         } else {
             1.0
         };
-        let wvar =
-            r * r * (dep.first_var + f * (mdep - 1.0) * dep.scv_s / (dep.dfull_n * dep.dfull_n));
+        let wvar = r * r * (dep.first_var + f * later * dep.scv_s / (dep.rate * dep.rate));
         let dec_b = if self.after_decode {
             self.svc.dec[b_cap as usize]
         } else {
@@ -271,14 +297,35 @@ impl TtftInputs<'_> {
                 let (st, mean) = self.start_state(n, *x, s);
                 out.mean_ttft += w_state * mean;
                 out.starts.push(st);
-            } else {
-                let (wmean, total_mean, total_var) = self.queued_state(n, s, &dep);
+            } else if self.joint.is_none() {
+                let later = (n as u32 - b_cap) as f64;
+                let (wmean, total_mean, total_var) = self.queued_state(later, s, &dep);
                 out.mean_ttft += w_state * total_mean;
                 out.wait_sum += w_state * wmean;
                 out.queued
                     .push((w_state, total_mean, total_var / (total_mean * total_mean)));
+            } else {
+                continue;
             }
             out.wsum += w_state;
+        }
+        if let Some(j) = &self.joint {
+            // The arrivals finding q waiting at every server (q·M ≤ i < (q + 1)·M) wait
+            // alike.
+            let (bc, top) = (b_cap as usize, self.states.len() - 1);
+            for (q, block) in j.seen.chunks(j.servers).enumerate() {
+                let s = &self.states[(bc + q).min(top)];
+                let w_state = block.iter().sum::<f64>() * s.accept;
+                if w_state <= 0.0 {
+                    continue;
+                }
+                let (wmean, total_mean, total_var) = self.queued_state(q as f64, s, &dep);
+                out.mean_ttft += w_state * total_mean;
+                out.wait_sum += w_state * wmean;
+                out.queued
+                    .push((w_state, total_mean, total_var / (total_mean * total_mean)));
+                out.wsum += w_state;
+            }
         }
         out
     }
