@@ -16,7 +16,8 @@
 //!   (state-space collapse; Foschini & Salz 1978, Reiman 1984): the fleet's number in
 //!   system is a diffusion with the whole stream's arrival variance and N servers'
 //!   departure variance. The one-server model follows the N replicas' joint chain on a
-//!   lattice of 1/N of a request per replica (`BatchingModel::pooled`): an arrival
+//!   lattice of 1/N of a request per replica (`BatchingModel::pooled`; at most 128 / B
+//!   replicas, the SCVs divided by the rest, so the chain stays small): an arrival
 //!   joins a replica with the fewest, all N·B slots must be busy before it waits (the
 //!   Halfin–Whitt regime of N·B servers: waiting thins smoothly as N grows, not at
 //!   once), and a full replica next to free slots is stalled by the joiners the others
