@@ -150,37 +150,26 @@ impl TtftInputs<'_> {
         // Reference output mean: the wait-weighted mean over queueing states, so the state
         // dependence reshapes the wait distribution without moving its mean (the chain's
         // departure rate already carries the accepted mean).
-        let sys_ref = if let Some(j) = &self.joint {
-            let (mut a, mut b) = (0.0, 0.0);
-            for (q, block) in j.seen.chunks(j.servers).enumerate() {
-                let s = &self.states[(bc + q).min(n_top)];
-                if s.sys_output > 0.0 {
-                    let x = block.iter().sum::<f64>();
-                    let md = (q + 1) as f64;
-                    a += x * s.accept * s.sys_output * md;
-                    b += x * s.accept * md;
-                }
-            }
-            if b > 0.0 {
-                a / b
-            } else {
-                new_o
-            }
-        } else {
-            let (mut a, mut b) = (0.0, 0.0);
-            for (n, (x, s)) in self.avg.iter().zip(self.states).enumerate() {
-                if n as u32 >= b_cap && s.sys_output > 0.0 {
-                    let md = (n as u32 - b_cap + 1) as f64;
-                    a += x * s.accept * s.sys_output * md;
-                    b += x * s.accept * md;
-                }
-            }
-            if b > 0.0 {
-                a / b
-            } else {
-                new_o
+        let (mut a, mut b) = (0.0, 0.0);
+        let mut add = |x: f64, s: &StateInfo, md: f64| {
+            if s.sys_output > 0.0 {
+                a += x * s.accept * s.sys_output * md;
+                b += x * s.accept * md;
             }
         };
+        if let Some(j) = &self.joint {
+            for (q, block) in j.seen.chunks(j.servers).enumerate() {
+                let s = &self.states[(bc + q).min(n_top)];
+                add(block.iter().sum::<f64>(), s, (q + 1) as f64);
+            }
+        } else {
+            for (n, (x, s)) in self.avg.iter().zip(self.states).enumerate() {
+                if n as u32 >= b_cap {
+                    add(*x, s, (n as u32 - b_cap + 1) as f64);
+                }
+            }
+        }
+        let sys_ref = if b > 0.0 { a / b } else { new_o };
         Departures {
             first_mean,
             first_var,
