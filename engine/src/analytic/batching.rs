@@ -110,6 +110,7 @@ use kv_occupancy::{reserve_states, Hold, KvGrid, StateInfo};
 use mixture::{mixture_cdf_pdf, quantiles};
 use paged::{paged_states, running_cap, Unstable};
 use service::{variance_matched, Costs, Rates, Service, Variability};
+use std::borrow::Cow;
 use transient::occupancy_integral;
 use ttft::{min_residual_moments, JointQueue, TtftInputs};
 
@@ -368,8 +369,9 @@ impl BatchingModel {
     /// for a partial pooling).
     ///
     /// For n ≥ 2 the chain follows M = ⌊n⌋ servers (at most [`POOLED_SLOTS`] / B of
-    /// them) together on a lattice of 1/M of a request per server (state k: ⌊k/M⌋ requests on each server, one more on k mod M
-    /// of them), with the M servers' own SCVs divided by n/M. One server's unit lattice
+    /// them) together on a lattice of 1/M of a request per server (state k: ⌊k/M⌋
+    /// requests on each server, one more on k mod M of them), with the M servers' own
+    /// SCVs divided by n/M. One server's unit lattice
     /// cannot hold a share whose spread is below a request: narrowing its
     /// infinite-server states to variance m/n cuts the binomial's support below B, and
     /// waiting vanishes at once (between 8 and 16 servers of B = 8 at 0.9 load), where
@@ -569,23 +571,25 @@ impl Setup<'_> {
             departures,
             edge: smooth,
         };
-        let (births_f, deaths_f) = if lat > 1 {
+        // One server alone runs on `births` and `deaths` themselves.
+        let fine = (lat > 1).then(|| {
             let bc = b_cap as usize;
             let full_stalled = rates.death_at_cap_pooled(svc, states[bc - 1].accept);
             fine_lattice(&births, &deaths, lat, bc, full_stalled)
-        } else {
-            (births.clone(), deaths.clone())
-        };
+        });
+        let (births_f, deaths_f) = fine
+            .as_ref()
+            .map_or((&births[..], &deaths[..]), |(b, d)| (&b[..], &d[..]));
         let cap_f = b_cap * lat as u32;
-        let (births_ch, deaths_ch) = variance_matched(&births_f, &deaths_f, cap_f, v);
+        let (births_ch, deaths_ch) = variance_matched(births_f, deaths_f, cap_f, v);
         let mut avg_f = occupancy_integral(&births_ch, &deaths_ch, horizon);
         let departed: f64 =
-            avg_f.iter().zip(&deaths_f).map(|(x, d)| x * d).sum::<f64>() / lat as f64;
+            avg_f.iter().zip(deaths_f).map(|(x, d)| x * d).sum::<f64>() / lat as f64;
         avg_f.iter_mut().for_each(|x| *x /= horizon);
         let avg = if lat > 1 {
-            per_server(&avg_f, lat, states.len())
+            Cow::Owned(per_server(&avg_f, lat, states.len()))
         } else {
-            avg_f.clone()
+            Cow::Borrowed(&avg_f[..])
         };
         // Read-outs.
         let (accepted, new_p, new_o, new_o2) = accepted_means(&avg, states);
@@ -597,7 +601,7 @@ impl Setup<'_> {
         let (pf_new, st_new) = svc.cost_row(new_p);
         let m = self.m;
         let lf = lat as f64;
-        let mut seen_f = arrival_seen(&avg_f, &deaths_f, lf * lambda, arrival);
+        let mut seen_f = arrival_seen(&avg_f, deaths_f, lf * lambda, arrival);
         if let Some(c2) = self.work_scv {
             // The spread of one server's count, in lattice units.
             seen_f = dispersed_by_work(&seen_f, c2 * (1.0 - 1.0 / self.pooled) * lf);
@@ -605,14 +609,14 @@ impl Setup<'_> {
         // An arrival joins a server holding ⌊k/M⌋ (the fewest); with all M·B slots busy it
         // waits in the joint queue.
         let (seen, queued) = if lat > 1 {
-            let bc = cap_f as usize;
+            let (free, busy) = seen_f.split_at((cap_f as usize).min(seen_f.len()));
             let mut seen = vec![0.0; states.len()];
-            for (k, x) in seen_f.iter().enumerate().take(bc) {
+            for (k, x) in free.iter().enumerate() {
                 seen[k / lat] += x;
             }
-            (seen, seen_f.get(bc..).unwrap_or(&[]).to_vec())
+            (Cow::Owned(seen), busy)
         } else {
-            (seen_f, Vec::new())
+            (Cow::Borrowed(&seen_f[..]), &[][..])
         };
         let inputs = TtftInputs {
             svc,
@@ -633,7 +637,7 @@ impl Setup<'_> {
             arrival_scv: self.arrival_scv / self.pooled,
             joint: (lat > 1).then_some(JointQueue {
                 servers: lat,
-                seen: &queued,
+                seen: queued,
             }),
         };
         let parts = inputs.parts();

@@ -250,17 +250,24 @@ impl Rates {
             return 0.0;
         }
         let b_cap = svc.b_cap;
-        let (pf_acc, st_acc, acc_o, dec) = (&self.pf_acc, &self.st_acc, self.acc_o, &svc.dec);
+        let (st_acc, acc_o, dec) = (&self.st_acc, self.acc_o, &svc.dec);
         let b = n.min(b_cap as usize);
         if (n as u32) > b_cap {
             return b as f64 / (acc_o * dec[b] + b as f64 * st_acc[b]);
         }
-        let sigma = if (n as u32) < b_cap {
-            (svc.lambda * accept * st_acc[b + 1]).min(0.9)
+        let stall = if (n as u32) < b_cap {
+            svc.lambda * accept * st_acc[b + 1]
         } else {
             0.0
         };
-        b as f64 / (pf_acc[b] + acc_o * dec[b] / (1.0 - sigma))
+        self.stalled(svc, b, stall)
+    }
+
+    /// Death rate with b running whose decodes are stalled by prefills `stall` of the time
+    /// (at most 0.9) [1/s].
+    fn stalled(&self, svc: &Service, b: usize, stall: f64) -> f64 {
+        let sigma = stall.min(0.9);
+        b as f64 / (self.pf_acc[b] + self.acc_o * svc.dec[b] / (1.0 - sigma))
     }
 
     /// Death rate at the cap of one of several pooled servers with no queue [1/s]: the
@@ -271,8 +278,7 @@ impl Rates {
     /// departure lets a joiner in.
     pub fn death_at_cap_pooled(&self, svc: &Service, accept: f64) -> f64 {
         let b = svc.b_cap as usize;
-        let sigma = (svc.lambda * accept * self.st_acc[b]).min(0.9);
-        b as f64 / (self.pf_acc[b] + self.acc_o * svc.dec[b] / (1.0 - sigma))
+        self.stalled(svc, b, svc.lambda * accept * self.st_acc[b])
     }
 
     /// The service-time SCV of a departure at the full running set (output `acc_o2` its

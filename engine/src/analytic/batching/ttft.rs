@@ -151,24 +151,13 @@ impl TtftInputs<'_> {
         // dependence reshapes the wait distribution without moving its mean (the chain's
         // departure rate already carries the accepted mean).
         let (mut a, mut b) = (0.0, 0.0);
-        let mut add = |x: f64, s: &StateInfo, md: f64| {
+        self.for_each_queued(|x, s, later| {
             if s.sys_output > 0.0 {
+                let md = later + 1.0;
                 a += x * s.accept * s.sys_output * md;
                 b += x * s.accept * md;
             }
-        };
-        if let Some(j) = &self.joint {
-            for (q, block) in j.seen.chunks(j.servers).enumerate() {
-                let s = &self.states[(bc + q).min(n_top)];
-                add(block.iter().sum::<f64>(), s, (q + 1) as f64);
-            }
-        } else {
-            for (n, (x, s)) in self.avg.iter().zip(self.states).enumerate() {
-                if n as u32 >= b_cap {
-                    add(*x, s, (n as u32 - b_cap + 1) as f64);
-                }
-            }
-        }
+        });
         let sys_ref = if b > 0.0 { a / b } else { new_o };
         Departures {
             first_mean,
@@ -269,7 +258,6 @@ impl TtftInputs<'_> {
     /// The read-out of every state an accepted arrival can find.
     pub fn parts(&self) -> TtftParts {
         let dep = self.departures();
-        let b_cap = self.svc.b_cap;
         let mut out = TtftParts {
             starts: Vec::new(),
             queued: Vec::new(),
@@ -277,46 +265,53 @@ impl TtftInputs<'_> {
             wait_sum: 0.0,
             wsum: 0.0,
         };
-        for (n, (x, s)) in self.avg.iter().zip(self.states).enumerate() {
+        let starts = self.avg.iter().zip(self.states).enumerate();
+        for (n, (x, s)) in starts.take(self.svc.b_cap as usize) {
             let w_state = x * s.accept;
             if w_state <= 0.0 {
                 continue;
             }
-            if (n as u32) < b_cap {
-                let (st, mean) = self.start_state(n, *x, s);
-                out.mean_ttft += w_state * mean;
-                out.starts.push(st);
-            } else if self.joint.is_none() {
-                let later = (n as u32 - b_cap) as f64;
-                let (wmean, total_mean, total_var) = self.queued_state(later, s, &dep);
-                out.mean_ttft += w_state * total_mean;
-                out.wait_sum += w_state * wmean;
-                out.queued
-                    .push((w_state, total_mean, total_var / (total_mean * total_mean)));
-            } else {
-                continue;
-            }
+            let (st, mean) = self.start_state(n, *x, s);
+            out.mean_ttft += w_state * mean;
+            out.starts.push(st);
             out.wsum += w_state;
         }
-        if let Some(j) = &self.joint {
-            // The arrivals finding q waiting at every server (q·M ≤ i < (q + 1)·M) wait
-            // alike.
-            let (bc, top) = (b_cap as usize, self.states.len() - 1);
-            for (q, block) in j.seen.chunks(j.servers).enumerate() {
-                let s = &self.states[(bc + q).min(top)];
-                let w_state = block.iter().sum::<f64>() * s.accept;
-                if w_state <= 0.0 {
-                    continue;
+        self.for_each_queued(|x, s, later| {
+            let w_state = x * s.accept;
+            if w_state <= 0.0 {
+                return;
+            }
+            let (wmean, total_mean, total_var) = self.queued_state(later, s, &dep);
+            out.mean_ttft += w_state * total_mean;
+            out.wait_sum += w_state * wmean;
+            out.queued
+                .push((w_state, total_mean, total_var / (total_mean * total_mean)));
+            out.wsum += w_state;
+        });
+        out
+    }
+
+    /// Every queueing state an arrival can find, as (its probability, the state's
+    /// read-out, the departures it waits for beyond the first), in order: one server's
+    /// states n ≥ B (n − B beyond the first), or, pooled, the joint queue's arrivals that
+    /// find q waiting at every server (q·M ≤ i < (q + 1)·M waiting in all, q beyond the
+    /// first), which wait alike.
+    fn for_each_queued(&self, mut f: impl FnMut(f64, &StateInfo, f64)) {
+        let b_cap = self.svc.b_cap as usize;
+        match &self.joint {
+            Some(j) => {
+                let top = self.states.len() - 1;
+                for (q, block) in j.seen.chunks(j.servers).enumerate() {
+                    let s = &self.states[(b_cap + q).min(top)];
+                    f(block.iter().sum::<f64>(), s, q as f64);
                 }
-                let (wmean, total_mean, total_var) = self.queued_state(q as f64, s, &dep);
-                out.mean_ttft += w_state * total_mean;
-                out.wait_sum += w_state * wmean;
-                out.queued
-                    .push((w_state, total_mean, total_var / (total_mean * total_mean)));
-                out.wsum += w_state;
+            }
+            None => {
+                for (n, (x, s)) in self.avg.iter().zip(self.states).enumerate().skip(b_cap) {
+                    f(*x, s, (n - b_cap) as f64);
+                }
             }
         }
-        out
     }
 
     /// The TTFT distribution as mixture components (weights summing to `parts.wsum`):
