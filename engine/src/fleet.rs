@@ -494,8 +494,7 @@ impl Seen {
     #[inline]
     fn look(&mut self, s: &mut dyn Server, i: usize, t: f64) -> ServerView {
         if t >= self.wakes[i] {
-            self.wakes[i] = s.advance_into(t, &mut self.views[i]);
-            self.changed[i / 64] |= 1 << (i % 64);
+            self.advance(s, i, t);
         }
         self.views[i]
     }
@@ -512,10 +511,16 @@ impl Seen {
             while due != 0 {
                 let i = c * 64 + due.trailing_zeros() as usize;
                 due &= due - 1;
-                self.wakes[i] = servers[i].advance_into(t, &mut self.views[i]);
-                self.changed[c] |= 1 << (i % 64);
+                self.advance(&mut *servers[i], i, t);
             }
         }
+    }
+
+    /// Moves server `s`, the `i`-th, to `t` and takes its view and wake.
+    #[inline]
+    fn advance(&mut self, s: &mut dyn Server, i: usize, t: f64) {
+        self.wakes[i] = s.advance_into(t, &mut self.views[i]);
+        self.changed[i / 64] |= 1 << (i % 64);
     }
 
     #[inline]
