@@ -44,6 +44,7 @@ mod native {
             RouterKind::RoundRobin,
             RouterKind::Random,
             RouterKind::LeastOutstanding,
+            RouterKind::LeastTokens,
             RouterKind::PowerOfD { d: 2 },
         ] {
             let cfg = FleetConfig::uniform(base.clone(), N, router);
