@@ -7,8 +7,9 @@
 # Three steps, the way rustc's own release builds use PGO:
 #   1. build bench-native instrumented (-Cprofile-generate) in target/pgo-gen;
 #   2. run it on a training set: the reference study's default grid (800 runs), a vLLM-like
-#      paged/chunked/ShareGPT run, a llama.cpp-slot run and a serial run, so every event-loop
-#      path is profiled, not only the reference one;
+#      paged/chunked/ShareGPT run, a llama.cpp-slot run, a serial run and a 16-replica fleet
+#      under each router, so every event-loop path and router is profiled, not only the
+#      reference one;
 #   3. merge the profiles (llvm-profdata) and rebuild with -Cprofile-use in target/pgo-use.
 # The result computes exactly what the normal release build computes (the same code, laid
 # out and inlined by measured branch frequencies); `scripts/pgo.sh --check` also compares
@@ -47,6 +48,10 @@ trap 'rm -rf "$work"' EXIT
 "$gen" simulate --preset llama-cpp --rate 0.5 --batch 4 --budget 512 --horizon 2000 >/dev/null
 "$gen" simulate --policy serial --rate 0.05 --batch 1 --horizon 20000 >/dev/null
 "$gen" simulate --rate 8 --batch 16 --kv 16384 --horizon 200000 >/dev/null
+for router in rr random lor jsq p2c; do
+    "$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 \
+        --replicas 16 --router "$router" >/dev/null
+done
 
 echo "pgo: 3/3 optimised build (target/pgo-use)"
 "$profdata" merge -o "$data/merged.profdata" "$data"
@@ -61,4 +66,8 @@ if ((check)); then
     "$root/target/pgo/bench-native" sweep --threads 1 --out "$work/pgo" >/dev/null
     cmp "$work/plain/sweep_summary.csv" "$work/pgo/sweep_summary.csv"
     echo "pgo: sweep summaries of the release and PGO builds are identical"
+    fleet=(simulate --rate 1000 --batch 128 --kv 1048576 --cost a10g --horizon 60 --replicas 64 --router jsq)
+    cmp <("$root/target/release/bench-native" "${fleet[@]}" | grep -v ' in ') \
+        <("$root/target/pgo/bench-native" "${fleet[@]}" | grep -v ' in ')
+    echo "pgo: a 64-replica fleet's reports from the two builds are identical"
 fi
