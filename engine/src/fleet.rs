@@ -32,7 +32,7 @@ use crate::limits::{Limits, MAX_REPLICAS};
 use crate::metrics::{Accumulator, PrefixAccumulator, PrefixSummary, Summary};
 use crate::record::RequestRecord;
 use crate::sim::events::Event;
-use crate::sim::{logged_server, server, RunStats, Server, ServerView, TimePoint};
+use crate::sim::{logged_server, server, RunStats, Server, ServerView, Streaming, TimePoint};
 use crate::workload::{Request, UserSource};
 use serde::{Deserialize, Serialize};
 
@@ -299,7 +299,8 @@ fn run<I: Iterator<Item = Request>>(
         imbalance: Imbalance::new(cfg.base.horizon_s, n),
         // Only the open loop leaves the servers to the router alone; a gated client moves
         // them itself (gate.rs), so its router looks at them directly.
-        seen: matches!(cfg.client, Client::Open).then(|| Seen::new(&servers)),
+        seen: matches!(cfg.client, Client::Open)
+            .then(|| Seen::new(&servers, cfg.router.reads_streams())),
     };
     match cfg.client {
         Client::Open => {
@@ -359,7 +360,7 @@ impl Fleet {
                     router.pick(&r, n, &mut |i| seen.look(&mut *servers[i], i, t))
                 };
                 servers[i].push(r);
-                seen.refresh(&*servers[i], i);
+                seen.refresh(&*servers[i], i, t);
                 i
             }
             None => {
@@ -445,20 +446,35 @@ impl Fleet {
     }
 }
 
-/// Server `s` as a router sees it at `t`: moved forward to `t` first.
+/// Server `s` as a router sees it at `t`: moved forward to `t` first, less the tokens
+/// streamed by `t` by the decode run it has worked out ([`Server::streaming`]).
 fn look(s: &mut dyn Server, t: f64) -> ServerView {
     s.advance(t);
-    s.view()
+    let mut view = s.view();
+    if let Some(run) = s.streaming() {
+        view.work_tokens -= run.per_boundary() * run.passed(t);
+    }
+    view
 }
 
 /// Each server's view and wake as they stood after the fleet last pushed to it or moved
 /// it. A server changes only when a request is pushed to it or it is moved to a limit at
 /// or after its wake, so [`Seen::look`] is [`look`] without calling a server that cannot
 /// have changed: the same servers are moved at the same instants, and the router sees the
-/// same views.
+/// same views. For a router that reads the streams (`streams`), a server's view also
+/// changes at each boundary of the decode run it has worked out: `wakes` is then the
+/// sooner of the server's wake and that boundary, and a server whose own wake is not due
+/// has its view's work brought down here, without calling it.
 struct Seen {
     views: Vec<ServerView>,
     wakes: Vec<f64>,
+    streams: bool,
+    /// With `streams`: each server's own wake, outstanding work as it last reported it,
+    /// and decode run worked out.
+    server_wakes: Vec<f64>,
+    works: Vec<u64>,
+    /// The run and how many of its boundaries have passed.
+    runs: Vec<Option<(Streaming, u64)>>,
     /// The servers whose view changed since the router was last told ([`Seen::tell`]),
     /// a bit each.
     changed: Vec<u64>,
@@ -476,16 +492,31 @@ const BIT: [u64; 64] = {
 };
 
 impl Seen {
-    fn new(servers: &[Box<dyn Server + '_>]) -> Seen {
+    fn new(servers: &[Box<dyn Server + '_>], streams: bool) -> Seen {
         let n = servers.len();
         // Every view is news to the router.
         let mut changed = vec![0u64; n.div_ceil(64)];
         for i in 0..n {
             changed[i / 64] |= 1 << (i % 64);
         }
+        let views: Vec<ServerView> = servers.iter().map(|s| s.view()).collect();
+        let wakes: Vec<f64> = servers.iter().map(|s| s.wake()).collect();
+        let (server_wakes, works, runs) = if streams {
+            (
+                wakes.clone(),
+                views.iter().map(|v| v.work_tokens).collect(),
+                vec![None; n],
+            )
+        } else {
+            Default::default()
+        };
         Seen {
-            views: servers.iter().map(|s| s.view()).collect(),
-            wakes: servers.iter().map(|s| s.wake()).collect(),
+            views,
+            wakes,
+            streams,
+            server_wakes,
+            works,
+            runs,
             changed,
         }
     }
@@ -519,14 +550,62 @@ impl Seen {
     /// Moves server `s`, the `i`-th, to `t` and takes its view and wake.
     #[inline]
     fn advance(&mut self, s: &mut dyn Server, i: usize, t: f64) {
-        self.wakes[i] = s.advance_into(t, &mut self.views[i]);
+        if !self.streams {
+            self.wakes[i] = s.advance_into(t, &mut self.views[i]);
+        } else {
+            if t >= self.server_wakes[i] {
+                self.server_wakes[i] = s.advance_into(t, &mut self.views[i]);
+                self.took(s, i, t);
+            }
+            self.stream_to(i, t);
+        }
         self.changed[i / 64] |= 1 << (i % 64);
     }
 
+    /// Takes the view of server `s`, the `i`-th, after a request was pushed to it at `t`.
     #[inline]
-    fn refresh(&mut self, s: &dyn Server, i: usize) {
-        self.wakes[i] = s.look_into(&mut self.views[i]);
+    fn refresh(&mut self, s: &dyn Server, i: usize, t: f64) {
+        if !self.streams {
+            self.wakes[i] = s.look_into(&mut self.views[i]);
+        } else {
+            self.server_wakes[i] = s.look_into(&mut self.views[i]);
+            self.took(s, i, t);
+            self.stream_to(i, t);
+        }
         self.changed[i / 64] |= 1 << (i % 64);
+    }
+
+    /// With `streams`: keeps the work server `s`, the `i`-th, reported in its view just
+    /// taken, and the decode run it has worked out.
+    #[inline]
+    fn took(&mut self, s: &dyn Server, i: usize, t: f64) {
+        self.works[i] = self.views[i].work_tokens;
+        self.runs[i] = s.streaming().map(|run| (run, run.passed(t)));
+    }
+
+    /// With `streams`: server `i`'s view at `t`, its reported work less what its decode
+    /// run has streamed by `t` (counted on from the boundaries already passed), and when
+    /// that next changes.
+    #[inline]
+    fn stream_to(&mut self, i: usize, t: f64) {
+        let (streamed, next) = match &mut self.runs[i] {
+            None => (0, f64::INFINITY),
+            Some((run, passed)) => {
+                let k = run.iterations();
+                let mut next = f64::INFINITY;
+                while *passed < k {
+                    next = run.boundary(*passed + 1);
+                    if next > t {
+                        break;
+                    }
+                    *passed += 1;
+                    next = f64::INFINITY;
+                }
+                (run.per_boundary() * *passed, next)
+            }
+        };
+        self.views[i].work_tokens = self.works[i] - streamed;
+        self.wakes[i] = next.min(self.server_wakes[i]);
     }
 
     /// Tells the router every view that changed since it was last told.

@@ -262,6 +262,10 @@ struct Sim<'a, S: Scheduler> {
     /// sent meanwhile could change it otherwise ([`Sim::sent`] drops it), so running it
     /// later does not work it out again.
     ready: Option<Ready>,
+    /// The decode run a stepped server has worked out and not yet run, kept until the
+    /// server is next moved even when [`Sim::sent`] drops the step: the tokens it streams
+    /// at each boundary ([`Sim::streamed_by`]).
+    streaming: Option<Streaming>,
     /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
     wake: f64,
     /// Since when the server has had nothing to run (its plan was empty), until its next
@@ -280,6 +284,45 @@ struct Sim<'a, S: Scheduler> {
     log: events::Sink<'a>,
     /// TTFT of prefix-cache hits and misses, when the cache is on.
     prefix_acc: Option<PrefixAccumulator>,
+}
+
+/// A decode run of `k` iterations on `anchor` whose `n` sequences each stream a token at
+/// every boundary.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Streaming {
+    anchor: Anchor,
+    k: u64,
+    n: u64,
+}
+
+impl Streaming {
+    /// The end of the run's `i`-th iteration [s].
+    #[inline]
+    pub(crate) fn boundary(&self, i: u64) -> f64 {
+        let a = self.anchor;
+        a.t0 + count_f64(a.iters + i) * a.d
+    }
+
+    /// How many of the run's boundaries are at or before `t`.
+    pub(crate) fn passed(&self, t: f64) -> u64 {
+        let a = self.anchor;
+        let at = |i: u64| self.boundary(i);
+        if t < at(1) {
+            return 0;
+        }
+        let guess = (t - a.t0) / a.d - count_f64(a.iters);
+        last_boundary_at_or_before(&at, t, self.k, guess)
+    }
+
+    /// Iterations in the run.
+    pub(crate) fn iterations(&self) -> u64 {
+        self.k
+    }
+
+    /// Tokens streamed at each boundary (one per sequence).
+    pub(crate) fn per_boundary(&self) -> u64 {
+        self.n
+    }
 }
 
 /// A blocked step, worked out ([`Sim::ready`]).
@@ -369,6 +412,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             overhead: s.overhead_s,
             stash: None,
             ready: None,
+            streaming: None,
             wake: 0.0,
             idle_since: None,
             stopped: false,
@@ -940,6 +984,18 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         Some((a, k))
     }
 
+    /// The decode run this stepped server has worked out and not yet run, kept until it
+    /// is next moved even when [`Sim::sent`] drops the step: its boundaries up to the
+    /// wake are when a router reading the streams sees tokens come back.
+    pub(super) fn streaming(&self) -> Option<Streaming> {
+        self.streaming
+    }
+
+    /// The server is about to be moved: what it had worked out is run or worked out anew.
+    pub(super) fn moving(&mut self) {
+        self.streaming = None;
+    }
+
     /// A request `r` entering at `entry` is sent to this stepped server. The step worked
     /// out for the wake ([`Sim::ready`]) stays when `r` cannot change it: an iteration's
     /// length does not depend on arrivals (they join after it), and a decode run that
@@ -990,6 +1046,11 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         let t_end = at(k);
         if t_end > limit {
             self.ready = Some(Ready::Decode { anchor: a, k });
+            self.streaming = Some(Streaming {
+                anchor: a,
+                k,
+                n: n as u64,
+            });
             return Step::Blocked(t_end);
         }
         if self.paged {

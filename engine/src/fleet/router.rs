@@ -81,6 +81,13 @@ impl RouterKind {
         })
     }
 
+    /// Whether the router reads the tokens streamed back (least tokens), so it sees a
+    /// server's outstanding work fall at every iteration, not only when the server is
+    /// moved.
+    pub fn reads_streams(self) -> bool {
+        self == RouterKind::LeastTokens
+    }
+
     /// Whether the router looks at the servers' state (round-robin and random do not, so
     /// their servers run undisturbed).
     pub fn looks(self) -> bool {
@@ -95,7 +102,9 @@ impl RouterKind {
             RouterKind::LeastOutstanding => {
                 Box::new(LeastBy::new(|v: &ServerView| (v.outstanding, 0)))
             }
-            RouterKind::LeastTokens => Box::new(LeastBy::new(|v: &ServerView| {
+            // Its keys change at every server's every iteration (the tokens streamed):
+            // found by a scan at each pick rather than kept as they change.
+            RouterKind::LeastTokens => Box::new(LeastBy::scanning(|v: &ServerView| {
                 (v.work_tokens, v.outstanding)
             })),
             RouterKind::PowerOfD { d } => Box::new(PowerOfD {
@@ -181,6 +190,8 @@ struct LeastBy<K> {
     levels: [Level; 2],
     two: bool,
     stale: bool,
+    /// Whether picks scan every packed key instead (no levels kept).
+    scan: bool,
 }
 
 /// The servers whose packed key is `key`: a bit each, and how many they are.
@@ -237,6 +248,41 @@ impl<K> LeastBy<K> {
             levels: Default::default(),
             two: false,
             stale: true,
+            scan: false,
+        }
+    }
+
+    /// [`LeastBy::new`] picking by a scan of every packed key, for keys that change
+    /// between nearly every two picks, where keeping the least as they change costs more
+    /// than finding it.
+    fn scanning(key: K) -> LeastBy<K> {
+        LeastBy {
+            scan: true,
+            ..LeastBy::new(key)
+        }
+    }
+
+    /// The first server of least packed key from `start` on, wrapping round, by a scan:
+    /// the least in four independent lanes, then the first server that has it.
+    fn scan_least_from(&self, start: usize) -> usize {
+        let mut lanes = [WIDE; 4];
+        let chunks = self.packed.chunks_exact(4);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (m, &k) in lanes.iter_mut().zip(c) {
+                *m = (*m).min(k);
+            }
+        }
+        let least = rest
+            .iter()
+            .fold(lanes.into_iter().fold(WIDE, u64::min), |m, &k| m.min(k));
+        let (head, tail) = self.packed.split_at(start);
+        match tail.iter().position(|&k| k == least) {
+            Some(j) => start + j,
+            None => head
+                .iter()
+                .position(|&k| k == least)
+                .expect("some server has the least key"),
         }
     }
 
@@ -338,7 +384,7 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
         let old = self.packed[i];
         self.wide = self.wide + usize::from(k == WIDE) - usize::from(old == WIDE);
         self.packed[i] = k;
-        if self.stale || k == old {
+        if self.scan || self.stale || k == old {
             return;
         }
         let (c, bit) = (i / 64, 1u64 << (i % 64));
@@ -388,10 +434,14 @@ impl<K: Fn(&ServerView) -> (u64, u64)> Route for LeastBy<K> {
     fn pick_all(&mut self, _: &Request, views: &[ServerView]) -> usize {
         let start = self.next % views.len();
         let best = if self.wide == 0 && self.packed.len() == views.len() {
-            if self.stale {
-                self.rebuild();
+            if self.scan {
+                self.scan_least_from(start)
+            } else {
+                if self.stale {
+                    self.rebuild();
+                }
+                self.first_least_from(start)
             }
-            self.first_least_from(start)
         } else {
             self.stale = true;
             let key = |v: &ServerView| {

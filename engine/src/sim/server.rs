@@ -8,7 +8,7 @@
 
 use super::events::{Event, Sink};
 use super::source::Inbox;
-use super::{Halt, RunStats, Sim, TimePoint};
+use super::{Halt, RunStats, Sim, Streaming, TimePoint};
 use crate::config::SimConfig;
 use crate::metrics::Accumulator;
 use crate::record::RequestRecord;
@@ -64,6 +64,10 @@ pub(crate) trait Server {
         self.advance(limit);
         self.look_into(view)
     }
+    /// The decode run the server has worked out and not yet run, if any: the tokens it
+    /// streams at its boundaries before the wake are not yet out of
+    /// [`ServerView::work_tokens`] ([`Streaming::streamed_by`]).
+    fn streaming(&self) -> Option<Streaming>;
     /// From now on, keep (id, instant) of every request that leaves.
     fn log_departures(&mut self);
     /// Moves the departures logged so far into `out`.
@@ -123,6 +127,7 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
     #[inline]
     fn advance(&mut self, limit: f64) {
         if limit >= self.sim.wake {
+            self.sim.moving();
             self.halt = self.sim.advance(&mut self.inbox, limit);
         }
     }
@@ -145,6 +150,10 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
         sim.wake
     }
 
+    fn streaming(&self) -> Option<Streaming> {
+        self.sim.streaming()
+    }
+
     fn log_departures(&mut self) {
         self.sim.departures.get_or_insert_with(Vec::new);
     }
@@ -160,6 +169,7 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
     }
 
     fn finish(mut self: Box<Self>) -> Finished {
+        self.sim.moving();
         self.sim.advance(&mut self.inbox, f64::INFINITY);
         let Stepped { sim, inbox, .. } = *self;
         let (acc, window_s, records, timeseries, stats, prefix) = sim.finish_parts(inbox);

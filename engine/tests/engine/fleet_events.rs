@@ -4,7 +4,7 @@
 
 use super::*;
 use engine::fleet::{simulate_fleet_logged, simulate_fleet_requests, FleetConfig, RouterKind};
-use engine::sim::events::Event;
+use engine::sim::events::{Event, Phase};
 use engine::sim::simulate_logged;
 
 fn id_of(e: &Event) -> Option<u64> {
@@ -73,5 +73,76 @@ fn each_replicas_log_holds_exactly_the_requests_routed_to_it() {
                 "{label}: every request arrives once, somewhere"
             );
         }
+    }
+}
+
+/// Least tokens routes each request to a replica of least outstanding work as a real
+/// router sees it at that instant: the prompt and output of every request it has sent
+/// and not seen finish or be refused, less every token already streamed back, to the
+/// iteration. Replayed from the replicas' event logs (each decode slot streams a token
+/// at its iteration's end), so a router that saw a server's tokens only when the server
+/// was next moved, after a run of several iterations, fails it.
+#[test]
+fn least_tokens_sees_every_token_streamed_by_each_arrival() {
+    for policy in [Policy::Continuous, Policy::Chunked] {
+        let label = format!("{policy:?}");
+        let mut cfg = base(policy, KvMode::Reserve, lognormal(), 40.0);
+        cfg.horizon_s = 20.0;
+        cfg.first_token = FirstToken::AfterFirstDecode;
+        let reqs = cfg.workload.generate(cfg.seed, cfg.horizon_s).unwrap();
+        let n = 4;
+        let fleet = FleetConfig::uniform(cfg.clone(), n, RouterKind::LeastTokens);
+        let (rep, logs) = simulate_fleet_logged(&fleet, reqs.iter().copied());
+        // Per replica, in time order: (t, work change, outstanding change).
+        let mut changes: Vec<Vec<(f64, i64, i64)>> = vec![Vec::new(); n as usize];
+        let mut multi_token_runs = 0;
+        for (i, log) in logs.iter().enumerate() {
+            for e in log {
+                match e {
+                    Event::Arrival {
+                        t_s, id, admitted, ..
+                    } if !admitted => {
+                        let r = &reqs[*id as usize];
+                        changes[i].push((*t_s, -i64::from(r.prompt + r.output), -1));
+                    }
+                    Event::Finished { t_s, id } => {
+                        changes[i].push((*t_s, -i64::from(reqs[*id as usize].prompt), -1));
+                    }
+                    Event::Iteration(it) => {
+                        let tokens = it.slots.iter().filter(|s| s.phase == Phase::Decode).count();
+                        changes[i].push((it.end_s, -(tokens as i64), 0));
+                    }
+                    _ => {}
+                }
+            }
+            changes[i].sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let mut seen = vec![(0i64, 0i64); n as usize];
+        let mut next = vec![0usize; n as usize];
+        for (id, r) in reqs.iter().enumerate() {
+            for j in 0..n as usize {
+                while next[j] < changes[j].len() && changes[j][next[j]].0 <= r.arrival {
+                    let (_, dw, dn) = changes[j][next[j]];
+                    seen[j].0 += dw;
+                    seen[j].1 += dn;
+                    next[j] += 1;
+                }
+            }
+            let least = *seen.iter().min().unwrap();
+            let to = rep.routed_to[id] as usize;
+            assert_eq!(
+                seen[to], least,
+                "{label}: request {id} at {}: {seen:?}",
+                r.arrival
+            );
+            seen[to].0 += i64::from(r.prompt + r.output);
+            seen[to].1 += 1;
+        }
+        // The runs a router must see into: iterations jumped as one step.
+        for (i, replica) in rep.replicas.iter().enumerate() {
+            multi_token_runs += replica.stats.iterations - replica.stats.steps;
+            assert!(replica.routed > 0, "{label}: replica {i} got nothing");
+        }
+        assert!(multi_token_runs > 1000, "{label}: {multi_token_runs}");
     }
 }
