@@ -299,12 +299,15 @@ pub fn wants_fleet(query: &str) -> bool {
 }
 
 /// Whether the analytical fleet model's line is drawn without a caveat for `router`
-/// (docs/accuracy.md, Fleets: random, round-robin and least-outstanding routing are within
-/// the targets on the fleet grid, 5 % on mean TTFT and 10 % on p99).
+/// (docs/accuracy.md, Fleets: random, round-robin, least-outstanding and least-tokens
+/// routing are within the targets on the fleet grid, 5 % on mean TTFT and 10 % on p99).
 pub fn model_validated(router: RouterKind) -> bool {
     matches!(
         router,
-        RouterKind::Random | RouterKind::RoundRobin | RouterKind::LeastOutstanding
+        RouterKind::Random
+            | RouterKind::RoundRobin
+            | RouterKind::LeastOutstanding
+            | RouterKind::LeastTokens
     )
 }
 
@@ -604,7 +607,10 @@ mod tests {
         for r in RouterKind::ALL {
             let plain = matches!(
                 r,
-                RouterKind::Random | RouterKind::RoundRobin | RouterKind::LeastOutstanding
+                RouterKind::Random
+                    | RouterKind::RoundRobin
+                    | RouterKind::LeastOutstanding
+                    | RouterKind::LeastTokens
             );
             assert_eq!(model_validated(r), plain);
             assert_eq!(model_caveat(r).starts_with("Caveat"), !plain);

@@ -8,11 +8,6 @@
 //!   before their first token;
 //! - `next`: the share of arrivals whose next fleet arrival went to the same replica.
 //!
-//! It also prints `E[(P − X)⁺] / E[X]` for the workload's lengths (P a prompt, X an
-//! independent request's prompt plus output): the share of arrivals that a replica takes
-//! straight after another when every replica sits at one level of outstanding tokens and
-//! a finished request's prompt leaves its own replica that much below it.
-//!
 //! ```text
 //! cargo run --release -p engine --example fleet_joiners -- [N,N,...] [LOAD,LOAD,...] [ROUTER,...]
 //! ```
@@ -35,7 +30,6 @@ fn main() {
     let routers: Vec<String> = list(args.get(2), "lor,jsq,random");
     let base = SimConfig::reference(1.0, 8, 8192);
     let cap = capacity_bounds(&base).expect("capacity").max_rps();
-    cluster_share(&base, cap * loads[0]);
     for name in &routers {
         let kind = RouterKind::parse(name).expect("a router name");
         for &n in &ns {
@@ -81,39 +75,4 @@ fn main() {
             }
         }
     }
-}
-
-/// `E[(P − X)⁺] / E[X]` over the lengths of one server's requests at `rate`.
-fn cluster_share(base: &SimConfig, rate: f64) {
-    let mut one = base.clone();
-    one.workload = one.workload.with_rate(rate);
-    one.horizon_s = 2000.0;
-    one.keep_records = true;
-    let rep = engine::sim::simulate(&one).expect("valid");
-    let prompts: Vec<f64> = rep
-        .records
-        .iter()
-        .map(|r| f64::from(r.prompt_tokens))
-        .collect();
-    let mut work: Vec<f64> = rep
-        .records
-        .iter()
-        .map(|r| f64::from(r.prompt_tokens + r.output_tokens))
-        .collect();
-    work.sort_by(f64::total_cmp);
-    let mean = work.iter().sum::<f64>() / work.len() as f64;
-    let below: f64 = prompts
-        .iter()
-        .map(|&p| {
-            work.iter()
-                .take_while(|&&x| x < p)
-                .map(|&x| p - x)
-                .sum::<f64>()
-        })
-        .sum();
-    println!(
-        "E[(P - X)+] / E[X] = {:.3} ({} requests, E[X] = {mean:.0} tokens)",
-        below / (prompts.len() as f64 * work.len() as f64) / mean,
-        work.len()
-    );
 }
