@@ -21,9 +21,12 @@ use crate::workload::Request;
 pub(crate) struct ServerView {
     /// Requests sent and not yet finished or refused.
     pub outstanding: u64,
-    /// Prompt + output − streamed tokens of those requests (a client knows `max_tokens`).
+    /// Prompt + output − streamed tokens of those requests (a client knows `max_tokens`),
+    /// as of the last step the server ran; a router reading the streams counts a run's
+    /// tokens out as its iterations end ([`Server::streaming`]).
     pub work_tokens: u64,
-    /// KV blocks in use and in all, as of the server's last iteration.
+    /// KV blocks in use and in all, as of the last step the server ran (a run of
+    /// identical decode iterations reports at its end).
     pub kv_used_blocks: u64,
     pub kv_total_blocks: u64,
 }
