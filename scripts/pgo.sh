@@ -48,10 +48,11 @@ trap 'rm -rf "$work"' EXIT
 "$gen" simulate --preset llama-cpp --rate 0.5 --batch 4 --budget 512 --horizon 2000 >/dev/null
 "$gen" simulate --policy serial --rate 0.05 --batch 1 --horizon 20000 >/dev/null
 "$gen" simulate --rate 8 --batch 16 --kv 16384 --horizon 200000 >/dev/null
-for router in rr random lor jsq p2c; do
-    "$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 \
-        --replicas 16 --router "$router" >/dev/null
-done
+"$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 --replicas 16 --router rr >/dev/null
+"$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 --replicas 16 --router random >/dev/null
+"$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 --replicas 16 --router lor >/dev/null
+"$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 --replicas 16 --router jsq >/dev/null
+"$gen" simulate --rate 250 --batch 128 --kv 1048576 --cost a10g --horizon 1200 --replicas 16 --router p2c >/dev/null
 
 echo "pgo: 3/3 optimised build (target/pgo-use)"
 "$profdata" merge -o "$data/merged.profdata" "$data"
