@@ -264,7 +264,7 @@ struct Sim<'a, S: Scheduler> {
     ready: Option<Ready>,
     /// The decode run a stepped server has worked out and not yet run, kept until the
     /// server is next moved even when [`Sim::sent`] drops the step: the tokens it streams
-    /// at each boundary ([`Sim::streamed_by`]).
+    /// at each boundary ([`Streaming::passed`]).
     streaming: Option<Streaming>,
     /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
     wake: f64,

@@ -69,7 +69,7 @@ pub(crate) trait Server {
     }
     /// The decode run the server has worked out and not yet run, if any: the tokens it
     /// streams at its boundaries before the wake are not yet out of
-    /// [`ServerView::work_tokens`] ([`Streaming::streamed_by`]).
+    /// [`ServerView::work_tokens`] ([`Streaming::passed`]).
     fn streaming(&self) -> Option<Streaming>;
     /// From now on, keep (id, instant) of every request that leaves.
     fn log_departures(&mut self);
