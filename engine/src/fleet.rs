@@ -461,23 +461,27 @@ fn look(s: &mut dyn Server, t: f64) -> ServerView {
 /// it. A server changes only when a request is pushed to it or it is moved to a limit at
 /// or after its wake, so [`Seen::look`] is [`look`] without calling a server that cannot
 /// have changed: the same servers are moved at the same instants, and the router sees the
-/// same views. For a router that reads the streams (`streams`), a server's view also
+/// same views. For a router that reads the streams ([`Streams`]), a server's view also
 /// changes at each boundary of the decode run it has worked out: `wakes` is then the
 /// sooner of the server's wake and that boundary, and a server whose own wake is not due
 /// has its view's work brought down here, without calling it.
 struct Seen {
     views: Vec<ServerView>,
     wakes: Vec<f64>,
-    streams: bool,
-    /// With `streams`: each server's own wake, outstanding work as it last reported it,
-    /// and decode run worked out.
-    server_wakes: Vec<f64>,
-    works: Vec<u64>,
-    /// The run and how many of its boundaries have passed.
-    runs: Vec<Option<(Streaming, u64)>>,
+    streams: Option<Streams>,
     /// The servers whose view changed since the router was last told ([`Seen::tell`]),
     /// a bit each.
     changed: Vec<u64>,
+}
+
+/// What [`Seen`] keeps of each server for a router that reads the streams.
+struct Streams {
+    /// The server's own wake.
+    wakes: Vec<f64>,
+    /// Its outstanding work as it last reported it.
+    works: Vec<u64>,
+    /// The decode run it has worked out and how many of its boundaries have passed.
+    runs: Vec<Option<(Streaming, u64)>>,
 }
 
 /// `BIT[j]` is bit j.
@@ -501,22 +505,15 @@ impl Seen {
         }
         let views: Vec<ServerView> = servers.iter().map(|s| s.view()).collect();
         let wakes: Vec<f64> = servers.iter().map(|s| s.wake()).collect();
-        let (server_wakes, works, runs) = if streams {
-            (
-                wakes.clone(),
-                views.iter().map(|v| v.work_tokens).collect(),
-                vec![None; n],
-            )
-        } else {
-            Default::default()
-        };
+        let streams = streams.then(|| Streams {
+            wakes: wakes.clone(),
+            works: views.iter().map(|v| v.work_tokens).collect(),
+            runs: vec![None; n],
+        });
         Seen {
             views,
             wakes,
             streams,
-            server_wakes,
-            works,
-            runs,
             changed,
         }
     }
@@ -550,14 +547,16 @@ impl Seen {
     /// Moves server `s`, the `i`-th, to `t` and takes its view and wake.
     #[inline]
     fn advance(&mut self, s: &mut dyn Server, i: usize, t: f64) {
-        if !self.streams {
-            self.wakes[i] = s.advance_into(t, &mut self.views[i]);
-        } else {
-            if t >= self.server_wakes[i] {
-                self.server_wakes[i] = s.advance_into(t, &mut self.views[i]);
-                self.took(s, i, t);
+        let view = &mut self.views[i];
+        match &mut self.streams {
+            None => self.wakes[i] = s.advance_into(t, view),
+            Some(st) => {
+                if t >= st.wakes[i] {
+                    st.wakes[i] = s.advance_into(t, view);
+                    st.took(s, i, view, t);
+                }
+                self.wakes[i] = st.stream_to(i, view, t);
             }
-            self.stream_to(i, t);
         }
         self.changed[i / 64] |= 1 << (i % 64);
     }
@@ -565,47 +564,16 @@ impl Seen {
     /// Takes the view of server `s`, the `i`-th, after a request was pushed to it at `t`.
     #[inline]
     fn refresh(&mut self, s: &dyn Server, i: usize, t: f64) {
-        if !self.streams {
-            self.wakes[i] = s.look_into(&mut self.views[i]);
-        } else {
-            self.server_wakes[i] = s.look_into(&mut self.views[i]);
-            self.took(s, i, t);
-            self.stream_to(i, t);
+        let view = &mut self.views[i];
+        match &mut self.streams {
+            None => self.wakes[i] = s.look_into(view),
+            Some(st) => {
+                st.wakes[i] = s.look_into(view);
+                st.took(s, i, view, t);
+                self.wakes[i] = st.stream_to(i, view, t);
+            }
         }
         self.changed[i / 64] |= 1 << (i % 64);
-    }
-
-    /// With `streams`: keeps the work server `s`, the `i`-th, reported in its view just
-    /// taken, and the decode run it has worked out.
-    #[inline]
-    fn took(&mut self, s: &dyn Server, i: usize, t: f64) {
-        self.works[i] = self.views[i].work_tokens;
-        self.runs[i] = s.streaming().map(|run| (run, run.passed(t)));
-    }
-
-    /// With `streams`: server `i`'s view at `t`, its reported work less what its decode
-    /// run has streamed by `t` (counted on from the boundaries already passed), and when
-    /// that next changes.
-    #[inline]
-    fn stream_to(&mut self, i: usize, t: f64) {
-        let (streamed, next) = match &mut self.runs[i] {
-            None => (0, f64::INFINITY),
-            Some((run, passed)) => {
-                let k = run.iterations();
-                let mut next = f64::INFINITY;
-                while *passed < k {
-                    next = run.boundary(*passed + 1);
-                    if next > t {
-                        break;
-                    }
-                    *passed += 1;
-                    next = f64::INFINITY;
-                }
-                (run.per_boundary() * *passed, next)
-            }
-        };
-        self.views[i].work_tokens = self.works[i] - streamed;
-        self.wakes[i] = next.min(self.server_wakes[i]);
     }
 
     /// Tells the router every view that changed since it was last told.
@@ -617,6 +585,32 @@ impl Seen {
                 router.view_changed(i, &self.views[i]);
             }
         }
+    }
+}
+
+impl Streams {
+    /// Keeps the work server `s`, the `i`-th, reported in `view` just taken at `t`, and
+    /// the decode run it has worked out.
+    #[inline]
+    fn took(&mut self, s: &dyn Server, i: usize, view: &ServerView, t: f64) {
+        self.works[i] = view.work_tokens;
+        self.runs[i] = s.streaming().map(|run| (run, run.passed(t)));
+    }
+
+    /// Server `i`'s `view` at `t`: its reported work less what its decode run has
+    /// streamed by `t`. Returns when that next changes (the run's next boundary, or the
+    /// server's wake).
+    #[inline]
+    fn stream_to(&mut self, i: usize, view: &mut ServerView, t: f64) -> f64 {
+        let (streamed, next) = match &mut self.runs[i] {
+            None => (0, f64::INFINITY),
+            Some((run, passed)) => {
+                let next = run.pass_to(passed, t);
+                (run.per_boundary() * *passed, next)
+            }
+        };
+        view.work_tokens = self.works[i] - streamed;
+        next.min(self.wakes[i])
     }
 }
 

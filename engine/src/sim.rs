@@ -298,7 +298,7 @@ pub(crate) struct Streaming {
 impl Streaming {
     /// The end of the run's `i`-th iteration [s].
     #[inline]
-    pub(crate) fn boundary(&self, i: u64) -> f64 {
+    fn boundary(&self, i: u64) -> f64 {
         let a = self.anchor;
         a.t0 + count_f64(a.iters + i) * a.d
     }
@@ -314,9 +314,19 @@ impl Streaming {
         last_boundary_at_or_before(&at, t, self.k, guess)
     }
 
-    /// Iterations in the run.
-    pub(crate) fn iterations(&self) -> u64 {
-        self.k
+    /// [`Streaming::passed`] at `t`, counted on from `passed` boundaries at an earlier
+    /// instant (one step a boundary: few pass between two looks); returns the next
+    /// boundary after `t` (∞ past the last).
+    #[inline]
+    pub(crate) fn pass_to(&self, passed: &mut u64, t: f64) -> f64 {
+        while *passed < self.k {
+            let next = self.boundary(*passed + 1);
+            if next > t {
+                return next;
+            }
+            *passed += 1;
+        }
+        f64::INFINITY
     }
 
     /// Tokens streamed at each boundary (one per sequence).
@@ -440,6 +450,8 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// so a stepped run is the same run, record for record, as an unstepped one. With an
     /// infinite limit this is the whole run.
     fn advance<Q: Source>(&mut self, requests: &mut Q, limit: f64) -> Halt {
+        // A run worked out before is run now, or worked out anew.
+        self.streaming = None;
         if self.stopped {
             return Halt::Stopped;
         }
@@ -989,11 +1001,6 @@ impl<'a, S: Scheduler> Sim<'a, S> {
     /// wake are when a router reading the streams sees tokens come back.
     pub(super) fn streaming(&self) -> Option<Streaming> {
         self.streaming
-    }
-
-    /// The server is about to be moved: what it had worked out is run or worked out anew.
-    pub(super) fn moving(&mut self) {
-        self.streaming = None;
     }
 
     /// A request `r` entering at `entry` is sent to this stepped server. The step worked

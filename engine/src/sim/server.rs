@@ -130,7 +130,6 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
     #[inline]
     fn advance(&mut self, limit: f64) {
         if limit >= self.sim.wake {
-            self.sim.moving();
             self.halt = self.sim.advance(&mut self.inbox, limit);
         }
     }
@@ -172,7 +171,6 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
     }
 
     fn finish(mut self: Box<Self>) -> Finished {
-        self.sim.moving();
         self.sim.advance(&mut self.inbox, f64::INFINITY);
         let Stepped { sim, inbox, .. } = *self;
         let (acc, window_s, records, timeseries, stats, prefix) = sim.finish_parts(inbox);
