@@ -299,8 +299,8 @@ fn run<I: Iterator<Item = Request>>(
         imbalance: Imbalance::new(cfg.base.horizon_s, n),
         // Only the open loop leaves the servers to the router alone; a gated client moves
         // them itself (gate.rs), so its router looks at them directly.
-        seen: matches!(cfg.client, Client::Open)
-            .then(|| Seen::new(&servers, cfg.router.reads_streams())),
+        seen: matches!(cfg.client, Client::Open).then(|| Seen::new(&servers, cfg.router)),
+        reads_kv: cfg.router.reads_kv(),
     };
     match cfg.client {
         Client::Open => {
@@ -339,6 +339,8 @@ struct Fleet {
     /// What the router last saw of each server, when nothing but [`Fleet::send`] moves
     /// them (the open loop).
     seen: Option<Seen>,
+    /// Whether the router reads the servers' KV use ([`RouterKind::reads_kv`]).
+    reads_kv: bool,
 }
 
 impl Fleet {
@@ -360,16 +362,17 @@ impl Fleet {
                     router.pick(&r, n, &mut |i| seen.look(&mut *servers[i], i, t))
                 };
                 servers[i].push(r);
-                seen.refresh(&*servers[i], i, t);
+                seen.refresh(&mut *servers[i], i, t);
                 i
             }
             None => {
+                let kv = self.reads_kv;
                 self.imbalance
-                    .sample_before(t, |at, i| look(&mut *servers[i], at).outstanding);
+                    .sample_before(t, |at, i| look(&mut *servers[i], at, kv).outstanding);
                 let i = if n == 1 {
                     0
                 } else {
-                    router.pick(&r, n, &mut |i| look(&mut *servers[i], t))
+                    router.pick(&r, n, &mut |i| look(&mut *servers[i], t, kv))
                 };
                 servers[i].push(r);
                 i
@@ -447,12 +450,18 @@ impl Fleet {
 }
 
 /// Server `s` as a router sees it at `t`: moved forward to `t` first, less the tokens
-/// streamed by `t` by the decode run it has worked out ([`Server::streaming`]).
-fn look(s: &mut dyn Server, t: f64) -> ServerView {
+/// streamed by `t` by the decode run it has worked out ([`Server::streaming`]), and,
+/// when the router reads KV use (`kv`), with the blocks its iterations scheduled by `t`
+/// have taken.
+fn look(s: &mut dyn Server, t: f64, kv: bool) -> ServerView {
     s.advance(t);
     let mut view = s.view();
     if let Some(run) = s.streaming() {
-        view.work_tokens -= run.per_boundary() * run.passed(t);
+        let passed = run.passed(t);
+        view.work_tokens -= run.per_boundary() * passed;
+        if kv {
+            view.kv_used_blocks += s.kv_streamed(passed);
+        }
     }
     view
 }
@@ -461,8 +470,9 @@ fn look(s: &mut dyn Server, t: f64) -> ServerView {
 /// it. A server changes only when a request is pushed to it or it is moved to a limit at
 /// or after its wake, so [`Seen::look`] is [`look`] without calling a server that cannot
 /// have changed: the same servers are moved at the same instants, and the router sees the
-/// same views. For a router that reads the streams ([`Streams`]), a server's view also
-/// changes at each boundary of the decode run it has worked out: `wakes` is then the
+/// same views. For a router that reads the servers' reports as they stream ([`Streams`]),
+/// a server's view also changes at each boundary of the decode run it has worked out:
+/// `wakes` is then the
 /// sooner of the server's wake and that boundary, and a server whose own wake is not due
 /// has its view's work brought down here, without calling it.
 struct Seen {
@@ -474,12 +484,16 @@ struct Seen {
     changed: Vec<u64>,
 }
 
-/// What [`Seen`] keeps of each server for a router that reads the streams.
+/// What [`Seen`] keeps of each server for a router that reads the servers' reports as
+/// they stream ([`RouterKind::reads_streams`]).
 struct Streams {
     /// The server's own wake.
     wakes: Vec<f64>,
     /// Its outstanding work as it last reported it.
     works: Vec<u64>,
+    /// Its KV blocks in use as it last reported them, for a router that reads them
+    /// ([`RouterKind::reads_kv`]).
+    kv_used: Option<Vec<u64>>,
     /// The decode run it has worked out and how many of its boundaries have passed.
     runs: Vec<Option<(Streaming, u64)>>,
 }
@@ -496,7 +510,7 @@ const BIT: [u64; 64] = {
 };
 
 impl Seen {
-    fn new(servers: &[Box<dyn Server + '_>], streams: bool) -> Seen {
+    fn new(servers: &[Box<dyn Server + '_>], router: RouterKind) -> Seen {
         let n = servers.len();
         // Every view is news to the router.
         let mut changed = vec![0u64; n.div_ceil(64)];
@@ -505,9 +519,12 @@ impl Seen {
         }
         let views: Vec<ServerView> = servers.iter().map(|s| s.view()).collect();
         let wakes: Vec<f64> = servers.iter().map(|s| s.wake()).collect();
-        let streams = streams.then(|| Streams {
+        let streams = router.reads_streams().then(|| Streams {
             wakes: wakes.clone(),
             works: views.iter().map(|v| v.work_tokens).collect(),
+            kv_used: router
+                .reads_kv()
+                .then(|| views.iter().map(|v| v.kv_used_blocks).collect()),
             runs: vec![None; n],
         });
         Seen {
@@ -555,7 +572,7 @@ impl Seen {
                     st.wakes[i] = s.advance_into(t, view);
                     st.took(s, i, view, t);
                 }
-                self.wakes[i] = st.stream_to(i, view, t);
+                self.wakes[i] = st.stream_to(s, i, view, t);
             }
         }
         self.changed[i / 64] |= 1 << (i % 64);
@@ -563,14 +580,14 @@ impl Seen {
 
     /// Takes the view of server `s`, the `i`-th, after a request was pushed to it at `t`.
     #[inline]
-    fn refresh(&mut self, s: &dyn Server, i: usize, t: f64) {
+    fn refresh(&mut self, s: &mut dyn Server, i: usize, t: f64) {
         let view = &mut self.views[i];
         match &mut self.streams {
             None => self.wakes[i] = s.look_into(view),
             Some(st) => {
                 st.wakes[i] = s.look_into(view);
                 st.took(s, i, view, t);
-                self.wakes[i] = st.stream_to(i, view, t);
+                self.wakes[i] = st.stream_to(s, i, view, t);
             }
         }
         self.changed[i / 64] |= 1 << (i % 64);
@@ -594,22 +611,29 @@ impl Streams {
     #[inline]
     fn took(&mut self, s: &dyn Server, i: usize, view: &ServerView, t: f64) {
         self.works[i] = view.work_tokens;
+        if let Some(kv) = &mut self.kv_used {
+            kv[i] = view.kv_used_blocks;
+        }
         self.runs[i] = s.streaming().map(|run| (run, run.passed(t)));
     }
 
-    /// Server `i`'s `view` at `t`: its reported work less what its decode run has
-    /// streamed by `t`. Returns when that next changes (the run's next boundary, or the
-    /// server's wake).
+    /// Server `s`'s (the `i`-th) `view` at `t`: its reported work less what its decode
+    /// run has streamed by `t`, and, when read, its reported KV use with the blocks the
+    /// run's iterations scheduled by `t` have taken. Returns when that next changes (the
+    /// run's next boundary, or the server's wake).
     #[inline]
-    fn stream_to(&mut self, i: usize, view: &mut ServerView, t: f64) -> f64 {
-        let (streamed, next) = match &mut self.runs[i] {
-            None => (0, f64::INFINITY),
+    fn stream_to(&mut self, s: &mut dyn Server, i: usize, view: &mut ServerView, t: f64) -> f64 {
+        let (passed, streamed, next) = match &mut self.runs[i] {
+            None => (0, 0, f64::INFINITY),
             Some((run, passed)) => {
                 let next = run.pass_to(passed, t);
-                (run.per_boundary() * *passed, next)
+                (*passed, run.per_boundary() * *passed, next)
             }
         };
         view.work_tokens = self.works[i] - streamed;
+        if let Some(kv) = &self.kv_used {
+            view.kv_used_blocks = kv[i] + s.kv_streamed(passed);
+        }
         next.min(self.wakes[i])
     }
 }

@@ -33,11 +33,13 @@ mod pending;
 mod reuse;
 mod server;
 mod source;
+mod streaming;
 mod timeseries;
 
 pub use events::simulate_logged;
 pub use reuse::run_also_holds_for;
 pub(crate) use server::{logged_server, server, Server, ServerView};
+pub(crate) use streaming::Streaming;
 pub use timeseries::TimePoint;
 
 use crate::config::{Admission, EndRule, FirstToken, KvMode, SimConfig};
@@ -60,6 +62,7 @@ use pending::Pending;
 use serde::{Deserialize, Serialize};
 use source::Source;
 use std::cmp::Reverse;
+use streaming::KvGrowth;
 use timeseries::Sampler;
 
 /// Bookkeeping of a run, for conformance checks and speed reports.
@@ -266,6 +269,8 @@ struct Sim<'a, S: Scheduler> {
     /// server is next moved even when [`Sim::sent`] drops the step: the tokens it streams
     /// at each boundary ([`Streaming::passed`]).
     streaming: Option<Streaming>,
+    /// The KV blocks that run takes as it goes (paged; worked out when first asked for).
+    kv_growth: KvGrowth,
     /// The earliest instant at which [`Sim::advance`] can make progress (a stepped server).
     wake: f64,
     /// Since when the server has had nothing to run (its plan was empty), until its next
@@ -284,55 +289,6 @@ struct Sim<'a, S: Scheduler> {
     log: events::Sink<'a>,
     /// TTFT of prefix-cache hits and misses, when the cache is on.
     prefix_acc: Option<PrefixAccumulator>,
-}
-
-/// A decode run of `k` iterations on `anchor` whose `n` sequences each stream a token at
-/// every boundary.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Streaming {
-    anchor: Anchor,
-    k: u64,
-    n: u64,
-}
-
-impl Streaming {
-    /// The end of the run's `i`-th iteration [s].
-    #[inline]
-    fn boundary(&self, i: u64) -> f64 {
-        let a = self.anchor;
-        a.t0 + count_f64(a.iters + i) * a.d
-    }
-
-    /// How many of the run's boundaries are at or before `t`.
-    pub(crate) fn passed(&self, t: f64) -> u64 {
-        let a = self.anchor;
-        let at = |i: u64| self.boundary(i);
-        if t < at(1) {
-            return 0;
-        }
-        let guess = (t - a.t0) / a.d - count_f64(a.iters);
-        last_boundary_at_or_before(&at, t, self.k, guess)
-    }
-
-    /// [`Streaming::passed`] at `t`, counted on from `passed` boundaries at an earlier
-    /// instant (one step a boundary: few pass between two looks); returns the next
-    /// boundary after `t` (∞ past the last).
-    #[inline]
-    pub(crate) fn pass_to(&self, passed: &mut u64, t: f64) -> f64 {
-        while *passed < self.k {
-            let next = self.boundary(*passed + 1);
-            if next > t {
-                return next;
-            }
-            *passed += 1;
-        }
-        f64::INFINITY
-    }
-
-    /// Tokens streamed at each boundary (one per sequence).
-    pub(crate) fn per_boundary(&self) -> u64 {
-        self.n
-    }
 }
 
 /// A blocked step, worked out ([`Sim::ready`]).
@@ -423,6 +379,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
             stash: None,
             ready: None,
             streaming: None,
+            kv_growth: KvGrowth::default(),
             wake: 0.0,
             idle_since: None,
             stopped: false,
@@ -1003,6 +960,22 @@ impl<'a, S: Scheduler> Sim<'a, S> {
         self.streaming
     }
 
+    /// Paged: the KV blocks the run of [`Sim::streaming`] has taken by the time `passed`
+    /// of its boundaries are past, beyond [`KvCache::used_blocks`]: 0 without a run, and
+    /// at its start, whose first iteration's blocks are held ([`Sim::secure_decode_blocks`]).
+    pub(super) fn kv_streamed(&mut self, passed: u64) -> u64 {
+        match self.streaming {
+            Some(run) if self.paged && passed > 0 => {
+                if self.kv_growth.stale {
+                    let decoders = &self.running[..run.n as usize];
+                    self.kv_growth.work_out(decoders, self.kv.block_size());
+                }
+                self.kv_growth.after(passed)
+            }
+            _ => 0,
+        }
+    }
+
     /// A request `r` entering at `entry` is sent to this stepped server. The step worked
     /// out for the wake ([`Sim::ready`]) stays when `r` cannot change it: an iteration's
     /// length does not depend on arrivals (they join after it), and a decode run that
@@ -1058,6 +1031,7 @@ impl<'a, S: Scheduler> Sim<'a, S> {
                 k,
                 n: n as u64,
             });
+            self.kv_growth.stale = true;
             return Step::Blocked(t_end);
         }
         if self.paged {

@@ -81,11 +81,16 @@ impl RouterKind {
         })
     }
 
-    /// Whether the router reads the tokens streamed back (least tokens), so it sees a
-    /// server's outstanding work fall at every iteration, not only when the server is
-    /// moved.
+    /// Whether the router reads what the servers report at every iteration, so it sees a
+    /// server change within a run of iterations, not only when the server is moved: least
+    /// tokens reads the tokens streamed back, KV-aware the KV use a server reports.
     pub fn reads_streams(self) -> bool {
-        self == RouterKind::LeastTokens
+        matches!(self, RouterKind::LeastTokens | RouterKind::KvAware)
+    }
+
+    /// Whether the router reads the servers' KV use (KV-aware).
+    pub fn reads_kv(self) -> bool {
+        self == RouterKind::KvAware
     }
 
     /// Whether the router looks at the servers' state (round-robin and random do not, so

@@ -26,7 +26,9 @@ pub(crate) struct ServerView {
     /// tokens out as its iterations end ([`Server::streaming`]).
     pub work_tokens: u64,
     /// KV blocks in use and in all, as of the last step the server ran (a run of
-    /// identical decode iterations reports at its end).
+    /// identical decode iterations reports at its end); a router reading the servers'
+    /// reports counts a paged run's blocks in as its iterations are scheduled
+    /// ([`Server::kv_streamed`]).
     pub kv_used_blocks: u64,
     pub kv_total_blocks: u64,
 }
@@ -71,6 +73,9 @@ pub(crate) trait Server {
     /// streams at its boundaries before the wake are not yet out of
     /// [`ServerView::work_tokens`] ([`Streaming::passed`]).
     fn streaming(&self) -> Option<Streaming>;
+    /// Paged: the KV blocks that run has taken by the time `passed` of its boundaries are
+    /// past, not yet in [`ServerView::kv_used_blocks`] (0 without a run).
+    fn kv_streamed(&mut self, passed: u64) -> u64;
     /// From now on, keep (id, instant) of every request that leaves.
     fn log_departures(&mut self);
     /// Moves the departures logged so far into `out`.
@@ -154,6 +159,10 @@ impl<S: Scheduler> Server for Stepped<'_, S> {
 
     fn streaming(&self) -> Option<Streaming> {
         self.sim.streaming()
+    }
+
+    fn kv_streamed(&mut self, passed: u64) -> u64 {
+        self.sim.kv_streamed(passed)
     }
 
     fn log_departures(&mut self) {

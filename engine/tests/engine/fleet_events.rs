@@ -146,3 +146,76 @@ fn least_tokens_sees_every_token_streamed_by_each_arrival() {
         assert!(multi_token_runs > 1000, "{label}: {multi_token_runs}");
     }
 }
+
+/// The KV-aware router routes each request to a replica of least KV use as a real router
+/// reads it at that instant (a paged server reports the blocks of the iteration it is
+/// running, each sequence's block for that iteration's token taken when it is scheduled),
+/// then of fewest outstanding requests. Replayed from the replicas' event logs, so a
+/// router that saw a run's block growth only when the server was next moved, after a run
+/// of several iterations, fails it.
+#[test]
+fn kv_aware_sees_the_blocks_of_each_running_iteration() {
+    for policy in [Policy::Continuous, Policy::Chunked] {
+        let label = format!("{policy:?}");
+        let mut cfg = base(policy, KvMode::Paged, lognormal(), 40.0);
+        cfg.horizon_s = 20.0;
+        cfg.server.max_batch = 16;
+        let reqs = cfg.workload.generate(cfg.seed, cfg.horizon_s).unwrap();
+        let n = 4;
+        let fleet = FleetConfig::uniform(cfg.clone(), n, RouterKind::KvAware);
+        let (rep, logs) = simulate_fleet_logged(&fleet, reqs.iter().copied());
+        // Per replica: its iterations as (start, end, blocks in use), in time order, and
+        // the instants its outstanding requests fall.
+        let mut iterations: Vec<Vec<(f64, f64, u64)>> = vec![Vec::new(); n as usize];
+        let mut leaves: Vec<Vec<f64>> = vec![Vec::new(); n as usize];
+        for (i, log) in logs.iter().enumerate() {
+            for e in log {
+                match e {
+                    Event::Arrival { t_s, admitted, .. } if !admitted => leaves[i].push(*t_s),
+                    Event::Finished { t_s, .. } => leaves[i].push(*t_s),
+                    Event::Iteration(it) => {
+                        let held: u64 =
+                            it.slots.iter().map(|s| s.kv_blocks - s.cached_blocks).sum();
+                        iterations[i].push((it.start_s, it.end_s, held + it.cached_held_blocks));
+                    }
+                    _ => {}
+                }
+            }
+            leaves[i].sort_by(f64::total_cmp);
+        }
+        let mut outstanding = vec![0i64; n as usize];
+        let (mut next_leave, mut next_it) = (vec![0; n as usize], vec![0; n as usize]);
+        for (id, r) in reqs.iter().enumerate() {
+            let t = r.arrival;
+            let mut seen = Vec::new();
+            for j in 0..n as usize {
+                while next_leave[j] < leaves[j].len() && leaves[j][next_leave[j]] <= t {
+                    outstanding[j] -= 1;
+                    next_leave[j] += 1;
+                }
+                let its = &iterations[j];
+                while next_it[j] < its.len() && its[next_it[j]].1 <= t {
+                    next_it[j] += 1;
+                }
+                let used = match its.get(next_it[j]) {
+                    // (One that starts at `t` is the prefill of the request being routed.)
+                    Some(&(start, _, used)) if start < t => used,
+                    _ => 0,
+                };
+                seen.push((used, outstanding[j]));
+            }
+            let to = rep.routed_to[id] as usize;
+            let least = *seen.iter().min().unwrap();
+            assert_eq!(seen[to], least, "{label}: request {id} at {t}: {seen:?}");
+            outstanding[to] += 1;
+        }
+        let mut multi = 0;
+        for replica in &rep.replicas {
+            multi += replica.stats.iterations - replica.stats.steps;
+        }
+        assert!(
+            multi > 1000,
+            "{label}: {multi} iterations jumped inside runs"
+        );
+    }
+}
