@@ -472,9 +472,10 @@ fn look(s: &mut dyn Server, t: f64, kv: bool) -> ServerView {
 /// have changed: the same servers are moved at the same instants, and the router sees the
 /// same views. For a router that reads the servers' reports as they stream ([`Streams`]),
 /// a server's view also changes at each boundary of the decode run it has worked out:
-/// `wakes` is then the
-/// sooner of the server's wake and that boundary, and a server whose own wake is not due
-/// has its view's work brought down here, without calling it.
+/// `wakes` is then the sooner of the server's wake and that boundary, and a server whose
+/// own wake is not due has its view's work brought down here without moving it (and its
+/// KV use, for a router that reads it, brought up by the blocks it says the run has
+/// taken).
 struct Seen {
     views: Vec<ServerView>,
     wakes: Vec<f64>,
