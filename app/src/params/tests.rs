@@ -91,6 +91,21 @@ fn the_admission_rule_reaches_the_engine_and_the_url() {
 }
 
 #[test]
+fn the_dp_rule_on_a_kv_cache_of_millions_of_requests_is_checked_at_once() {
+    // K = 2^32 - 1 tokens holds millions of requests: the threshold comes from the chain's
+    // likely states, and the check answers instead of running through every one.
+    let (p, errs) = Params::from_query("adm=dp&K=4294967295&rates=39.4,44&seeds=2");
+    assert!(errs.is_empty(), "{errs:?}");
+    p.check().unwrap();
+    let n = p.dp_threshold().unwrap();
+    let want = engine::analytic::dp_threshold(&p.admit_all_config(p.rate, 0), p.slo_ttft_s)
+        .unwrap()
+        .max_in_system;
+    assert_eq!(n, want);
+    assert!(n > 1, "{n}");
+}
+
+#[test]
 fn bad_query_values_are_reported_and_skipped() {
     let (p, errs) = Params::from_query("B=abc&rates=1,x&zzz=1&K=4096");
     assert_eq!(p.max_batch, Params::default().max_batch);

@@ -13,7 +13,7 @@
 //! The chain's assumptions (see [`super::ReferenceChain`]); `n*` is capped at
 //! `N_max = ⌊K/E[kv]⌋` (KV reservation blocks beyond it anyway).
 
-use super::birth_death::ReferenceChain;
+use super::birth_death::{state_wait_quantile, ReferenceChain};
 use super::reference_mmc::RefParams;
 use super::{check_positive, AnalyticError, Prediction};
 use crate::config::SimConfig;
@@ -36,8 +36,9 @@ pub fn dp_threshold(cfg: &SimConfig, slo_p99_ttft_s: f64) -> Result<Threshold, A
     cfg.validate()?;
     check_positive("p99 TTFT SLO", slo_p99_ttft_s)?;
     let params = RefParams::from_config(cfg)?;
-    let chain = ReferenceChain::from_config(cfg)?;
-    let sft = params.first_token(chain.servers());
+    let c = params.servers()?;
+    let mu_c = f64::from(c) / params.service(c);
+    let sft = params.first_token(c);
     if sft > slo_p99_ttft_s {
         return Err(AnalyticError::Invalid {
             name: "p99 TTFT SLO",
@@ -45,14 +46,19 @@ pub fn dp_threshold(cfg: &SimConfig, slo_p99_ttft_s: f64) -> Result<Threshold, A
             why: "below the first-token service time of an idle server; no threshold can meet it",
         });
     }
-    let n_max = params.n_max();
-    let mut n_star = n_max;
-    for n in 0..n_max {
-        if sft + chain.state_wait_quantile(n, 0.99) > slo_p99_ttft_s {
-            n_star = n;
-            break;
+    // The first n in 0..N_max whose prediction exceeds the SLO, or N_max: the prediction
+    // rises with n, so halving [lo, hi] finds it in O(log N_max) quantiles.
+    let exceeds = |n: u32| sft + state_wait_quantile(c, mu_c, n, 0.99) > slo_p99_ttft_s;
+    let (mut lo, mut hi) = (0, params.n_max());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if exceeds(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
         }
     }
+    let n_star = lo;
     let n_star = n_star.max(1);
     let capped = ReferenceChain::with_cap(params, Some(n_star))?;
     Ok(Threshold {
@@ -80,5 +86,45 @@ mod tests {
         assert!(m.ttft_p99_s <= 3.0 * 1.05, "{m:?}");
         assert!(dp_threshold(&cfg, 0.001).is_err());
         assert!(dp_threshold(&cfg, -1.0).is_err());
+    }
+
+    /// The rule's first principle, scanned state by state.
+    fn scanned(cfg: &SimConfig, slo: f64) -> u32 {
+        let ch = ReferenceChain::from_config(cfg).unwrap();
+        let sft = ch.params.first_token(ch.servers());
+        (0..ch.params.n_max())
+            .find(|&n| sft + ch.state_wait_quantile(n, 0.99) > slo)
+            .unwrap_or(ch.params.n_max())
+            .max(1)
+    }
+
+    #[test]
+    fn the_threshold_is_the_first_state_whose_prediction_misses_the_slo() {
+        for (lam, b, k) in [(3.0, 1, 16384), (2.0, 8, 4096), (6.0, 4, 65536)] {
+            let cfg = SimConfig::reference(lam, b, k);
+            for slo in [2.0, 3.0, 5.0, 30.0, 1e4] {
+                let Ok(t) = dp_threshold(&cfg, slo) else {
+                    continue;
+                };
+                assert_eq!(
+                    t.max_in_system,
+                    scanned(&cfg, slo),
+                    "λ {lam} B {b} K {k} SLO {slo}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_kv_cache_of_millions_of_requests_gets_its_threshold() {
+        let cfg = SimConfig::reference(40.0, 8, u32::MAX as u64);
+        let t = dp_threshold(&cfg, 5.0).unwrap();
+        assert!(
+            t.max_in_system > 8 && t.max_in_system < 10_000,
+            "{}",
+            t.max_in_system
+        );
+        let m = t.prediction.metrics().unwrap();
+        assert!(m.ttft_p99_s <= 5.0 * 1.05 && m.blocking > 0.0, "{m:?}");
     }
 }
