@@ -635,3 +635,34 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     }
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+#[test]
+fn a_trace_sent_twice_over_keeps_its_lengths_order_and_rate() {
+    let once: Vec<TraceRequest> = (0..4)
+        .map(|i| TraceRequest {
+            arrival: 0.5 * f64::from(i + 1),
+            prompt: 10 + i,
+            output: 20 + i,
+            class: 0,
+        })
+        .collect();
+    let twice = repeated(&once, 2);
+    assert_eq!(twice.len(), 8);
+    // the second copy: the same requests, one mean gap (0.5 s) after the first copy's last
+    for (a, b) in once.iter().zip(&twice[4..]) {
+        assert_eq!((a.prompt, a.output), (b.prompt, b.output));
+        assert!((b.arrival - (a.arrival + 2.5)).abs() < 1e-12, "{b:?}");
+    }
+    assert!(twice.windows(2).all(|w| w[0].arrival < w[1].arrival));
+    // 8 requests over 4.5 s, as 4 over 2 s plus one gap
+    assert!((twice[7].arrival - 4.5).abs() < 1e-12);
+}
+
+#[test]
+fn a_direction_is_resolved_only_when_every_round_lies_beyond_the_other_policys() {
+    assert!(separated(&[3.0, 4.0, 5.0, 6.0], &[1.0, 2.0, 2.5, 2.9]));
+    assert!(separated(&[1.0, 2.0], &[3.0, 4.0]));
+    // one round of each on the other's side, or a tie at the edge
+    assert!(!separated(&[3.0, 4.0, 5.0, 1.5], &[1.0, 2.0, 2.5, 2.9]));
+    assert!(!separated(&[3.0, 4.0], &[1.0, 3.0]));
+}
