@@ -518,16 +518,14 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
     let _ = writeln!(md, "|---:|---:|---:|---:|---:|");
     let (vr, vl, vp) = (values(&rr, 0), values(&lc, 0), values(&rr_as_lc, 0));
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    // "rr₁ / rr₂ → lc₁ / lc₂" [ms]
-    let rounds = |r: &[f64], l: &[f64]| {
-        format!(
-            "{:.0} / {:.0} → {:.0} / {:.0}",
-            r[0] * 1e3,
-            r[1] * 1e3,
-            l[0] * 1e3,
-            l[1] * 1e3
-        )
+    // each round's value [ms], "r₁ / r₂ / …"; two policies' as "rr₁ / rr₂ → lc₁ / lc₂"
+    let ms = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{:.0}", x * 1e3))
+            .collect::<Vec<_>>()
+            .join(" / ")
     };
+    let rounds = |r: &[f64], l: &[f64]| format!("{} → {}", ms(r), ms(l));
     let mut predicted_change = Vec::new();
     for (i, r) in rr.rates.iter().enumerate() {
         let ((pr, mr), (_, ml), (pl, _)) = (&vr[i], &vl[i], &vp[i]);
@@ -559,12 +557,6 @@ fn fleet_through_nginx_round_robin_and_least_conn() {
         "| rate [req/s] | round-robin's rounds | least_conn's rounds | predicted change | measured change | resolved |"
     );
     let _ = writeln!(md, "|---:|---:|---:|---:|---:|---|");
-    let ms = |v: &[f64]| {
-        v.iter()
-            .map(|x| format!("{:.0}", x * 1e3))
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
     let mut direction = Vec::new();
     for (rate, [mr, ml]) in &paired {
         let dp = predicted_change

@@ -339,7 +339,6 @@ fn corrupt(line: &str, format: TraceFormat, how: Break) -> String {
                 }
                 Break::ZeroPrompt => f[p] = "0".into(),
                 Break::NegativeOutput => f[o] = "-5".into(),
-                Break::ExtraHashId => return line.to_string(),
                 _ => unreachable!(),
             }
             f.join(",")
